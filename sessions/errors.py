@@ -1,0 +1,74 @@
+"""One exception root with a subclass per failure; every message names its subject."""
+
+from __future__ import annotations
+
+
+class DurableError(Exception):
+    """Root of every error strands-durable raises on purpose."""
+
+
+class ConfigError(DurableError):
+    """The process configuration (environment, CLI flags) is unusable."""
+
+
+class SpecError(DurableError):
+    """A workflow spec is invalid: names the file, the field path and the problem."""
+
+    def __init__(self, source: str, path: str, problem: str) -> None:
+        self.source = source
+        self.path = path
+        self.problem = problem
+        where = f"{source}: {path}" if path else source
+        super().__init__(f"{where}: {problem}")
+
+
+class TemplateError(DurableError):
+    """A template failed to render at run time (undefined name, bad index...)."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{where}: {problem}")
+
+
+class SessionNotFound(DurableError):
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} not found")
+
+
+class InvalidTransition(DurableError):
+    """An action the session's current status forbids (e.g. resume a completed session)."""
+
+    def __init__(self, session_id: str, status: str, action: str) -> None:
+        self.session_id = session_id
+        self.status = status
+        self.action = action
+        super().__init__(f"session {session_id}: cannot {action} a session that is {status}")
+
+
+class LockNotAcquired(DurableError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"lock {name!r} is held by someone else")
+
+
+class LockLost(DurableError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"lock {name!r} was lost (expired or taken over)")
+
+
+class ProviderError(DurableError):
+    """A model provider is misconfigured or its package is missing."""
+
+
+class StepFailed(DurableError):
+    """A step's execution failed; `retryable` says if the durable retry policy applies."""
+
+    def __init__(self, session_id: str, step: str, problem: str, *, retryable: bool = True) -> None:
+        self.session_id = session_id
+        self.step = step
+        self.problem = problem
+        self.retryable = retryable
+        super().__init__(f"session {session_id}, step {step}: {problem}")
