@@ -1,0 +1,37 @@
+"""The `scripted` provider's rules: a deterministic offline stand-in for an LLM.
+
+The rules live with the spec (`runtime.script`) or come from `--script FILE`; they are
+stored with the session so every worker answers the same way.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ScriptRule(BaseModel):
+    """First matching rule wins; a rule with no conditions matches everything."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent: str | None = None
+    contains: str | None = None
+    reply: str
+
+    def matches(self, agent_id: str, prompt: str) -> bool:
+        if self.agent is not None and self.agent != agent_id:
+            return False
+        return self.contains is None or self.contains in prompt
+
+
+class ScriptConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delay_s: float = Field(default=0.0, ge=0.0)
+    rules: tuple[ScriptRule, ...] = ()
+
+    def reply_for(self, agent_id: str, prompt: str) -> str:
+        for rule in self.rules:
+            if rule.matches(agent_id, prompt):
+                return rule.reply
+        return f"{agent_id}: {prompt[:200]}"
