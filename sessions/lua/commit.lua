@@ -1,0 +1,71 @@
+-- Commit one step: result, pattern_state, tokens, conversation, artifacts, events,
+-- checkpoint, next steps and the XACK, in one atomic operation behind a fence.
+-- KEYS: 1 meta, 2 results, 3 order, 4 events, 5 stream, 6 conversation, 7 conversation
+--       set, 8 artifacts, 9 checkpoints, 10 held, then the six index keys.
+-- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 expected version,
+--       7 result JSON, 8 new state JSON, 9 decided status, 10 error or pause reason,
+--       11 input tokens, 12 output tokens, 13 agent, 14 now iso, 15 now ms,
+--       16 conversation mode (none|append|replace), 17 messages (JSON array of JSON
+--       strings), 18 lane, 19 next jobs (JSON array of job JSON strings),
+--       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON
+local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
+local sid, step = ARGV[1], ARGV[2]
+if not owns(stream, group, entry, consumer) then return {'stale'} end
+local status = redis.call('HGET', meta, 'status')
+if not status then
+  ack(stream, group, entry)
+  return {'gone'}
+end
+if redis.call('HEXISTS', KEYS[2], step) == 1 then
+  ack(stream, group, entry)
+  return {'duplicate'}
+end
+local version = redis.call('HGET', meta, 'version')
+if version ~= ARGV[6] then return {'conflict', version} end
+
+redis.call('HSET', KEYS[2], step, ARGV[7])
+redis.call('RPUSH', KEYS[3], step)
+redis.call('HINCRBY', meta, 'tokens_in', tonumber(ARGV[11]))
+redis.call('HINCRBY', meta, 'tokens_out', tonumber(ARGV[12]))
+redis.call('HINCRBY', meta, 'tok:' .. ARGV[13], tonumber(ARGV[11]) + tonumber(ARGV[12]))
+redis.call('HINCRBY', meta, 'steps', 1)
+
+local mode = ARGV[16]
+if mode ~= 'none' then
+  if mode == 'replace' then redis.call('DEL', KEYS[6]) end
+  local msgs = cjson.decode(ARGV[17])
+  if #msgs > 0 then redis.call('RPUSH', KEYS[6], unpack(msgs)) end
+  redis.call('SADD', KEYS[7], ARGV[18])
+end
+
+local arts = cjson.decode(ARGV[20])
+for name, body in pairs(arts) do redis.call('HSET', KEYS[8], name, body) end
+
+-- A session already ended (cancelled, failed elsewhere) keeps its status and
+-- schedules nothing; a paused one holds its next steps until resumed.
+local decided = ARGV[9]
+local jobs = cjson.decode(ARGV[19])
+if is_terminal(status) then
+  jobs = {}
+elseif status == 'paused' then
+  for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end
+  jobs = {}
+  if decided == 'completed' or decided == 'failed' then set_status(meta, sid, decided, tonumber(ARGV[15])) end
+else
+  if decided ~= status then set_status(meta, sid, decided, tonumber(ARGV[15])) end
+  if decided == 'paused' then
+    for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end
+    jobs = {}
+  end
+end
+if decided == 'failed' then redis.call('HSET', meta, 'error', ARGV[10]) end
+if decided == 'paused' then redis.call('HSET', meta, 'paused_reason', ARGV[10]) end
+for _, job in ipairs(jobs) do enqueue(stream, job) end
+
+redis.call('HSET', meta, 'state', ARGV[8])
+local new_version = bump_version(meta)
+redis.call('RPUSH', KEYS[9], ARGV[22])
+add_events(KEYS[4], ARGV[21])
+touch(meta, sid, ARGV[14], tonumber(ARGV[15]))
+ack(stream, group, entry)
+return {'ok', tostring(new_version), redis.call('HGET', meta, 'status')}

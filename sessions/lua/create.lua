@@ -1,0 +1,26 @@
+-- Create a session and enqueue its first steps, all or nothing.
+-- KEYS: 1 meta, 2 idempotency key (or a dummy in the same slot), 3 events, 4 stream,
+--       5 held, then the six index keys.
+-- ARGV: 1 sid, 2 meta fields (JSON object), 3 jobs (JSON array of job JSON strings),
+--       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status
+local sid = ARGV[1]
+if ARGV[5] ~= '' then
+  local existing = redis.call('GET', KEYS[2])
+  if existing then return {'exists', existing} end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists', sid} end
+local fields = cjson.decode(ARGV[2])
+local args = {}
+for k, v in pairs(fields) do
+  args[#args + 1] = k
+  args[#args + 1] = tostring(v)
+end
+redis.call('HSET', KEYS[1], unpack(args))
+redis.call('HSET', KEYS[1], 'version', 1, 'status', ARGV[7])
+set_status(KEYS[1], sid, ARGV[7], tonumber(ARGV[6]))
+if ARGV[5] ~= '' then redis.call('SET', KEYS[2], sid) end
+add_events(KEYS[3], ARGV[4])
+for _, job in ipairs(cjson.decode(ARGV[3])) do
+  if ARGV[7] == 'paused' then redis.call('RPUSH', KEYS[5], job) else enqueue(KEYS[4], job) end
+end
+return {'created', sid}

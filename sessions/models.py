@@ -1,0 +1,147 @@
+"""Session domain models (seed 001, with `cancelled` added) and the records a step leaves."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class SessionStatus(StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (SessionStatus.COMPLETED, SessionStatus.FAILED, SessionStatus.CANCELLED)
+
+
+class SessionMetadata(BaseModel):
+    session_id: str
+    workflow_name: str
+    spec_hash: str
+    pattern_type: str
+    status: SessionStatus
+    created_at: str
+    updated_at: str
+    error: str | None = None
+
+
+class TokenUsage(BaseModel):
+    total_input_tokens: int = 0
+    total_output_tokens: int = 0
+    by_agent: dict[str, int] = Field(default_factory=dict)
+
+
+class SessionState(BaseModel):
+    metadata: SessionMetadata
+    variables: dict[str, Any]
+    runtime_config: dict[str, Any]
+    pattern_state: dict[str, Any]
+    token_usage: TokenUsage
+    artifacts_written: list[str] = Field(default_factory=list)
+
+
+class EventType(StrEnum):
+    SESSION_STARTED = "session_started"
+    STEP_SCHEDULED = "step_scheduled"
+    STEP_STARTED = "step_started"
+    STEP_COMPLETED = "step_completed"
+    STEP_FAILED = "step_failed"
+    STEP_RETRIED = "step_retried"
+    STEP_RECLAIMED = "step_reclaimed"
+    STEP_DEAD_LETTERED = "step_dead_lettered"
+    STEP_REQUEUED = "step_requeued"
+    SESSION_PAUSED = "session_paused"
+    SESSION_RESUMED = "session_resumed"
+    SESSION_COMPLETED = "session_completed"
+    SESSION_FAILED = "session_failed"
+    SESSION_CANCELLED = "session_cancelled"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """One step to run, as it travels on the stream; its input is rendered already."""
+
+    session_id: str
+    key: str
+    agent: str
+    input: str
+    system_prompt: str = ""  # the agent's prompt, rendered like the input
+    attempt: int = 1
+    lane: str = ""  # conversation lane; "" means the agent's own
+    kind: str = "agent"  # agent | hitl
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conversation_lane(self) -> str:
+        return self.lane or self.agent
+
+    def to_fields(self) -> dict[str, str]:
+        return {"sid": self.session_id, "step": self.key, "attempt": str(self.attempt),
+                "job": self.to_json()}
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StepJob:
+        return cls(**json.loads(text))
+
+    def retry(self) -> StepJob:
+        return StepJob(**{**asdict(self), "attempt": self.attempt + 1})
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a committed step leaves behind (append-only, one per step key)."""
+
+    key: str
+    agent: str
+    response: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    attempt: int = 1
+    worker: str = ""
+    committed_at: str = ""
+    duration_ms: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> StepResult:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    step: str = ""
+    attempt: int = 0
+    worker: str = ""
+    at: str = ""
+    detail: str = ""
+
+    def to_fields(self) -> dict[str, str]:
+        return {k: str(v) for k, v in asdict(self).items()}

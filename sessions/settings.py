@@ -1,0 +1,34 @@
+"""Process configuration from the environment (DURABLE_*), via pydantic-settings."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class DurableSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    redis_url: str = DEFAULT_REDIS_URL
+    key_prefix: str = Field(default="durable", pattern=r"^[A-Za-z0-9_.:-]+$")
+    shards: int = Field(default=1, ge=1, le=1024)
+
+    worker_concurrency: int = Field(default=8, ge=1)
+    claim_idle_ms: int = Field(default=15_000, ge=100)
+    max_deliveries: int = Field(default=5, ge=1)
+    # How often a running step's lease is renewed; must stay well under claim_idle_ms.
+    lease_renew_ms: int | None = Field(default=None, ge=50)
+    read_block_ms: int = Field(default=1_000, ge=10)
+    timer_poll_ms: int = Field(default=500, ge=10)
+    heartbeat_s: float = Field(default=5.0, gt=0)
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
+    # Messages of an agent's committed conversation restored for its next step.
+    conversation_window: int = Field(default=20, ge=0)
+    # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
+    bench_noop: bool = False
+
+    @property
+    def effective_lease_renew_ms(self) -> int:
+        return self.lease_renew_ms or max(50, self.claim_idle_ms // 3)

@@ -1,0 +1,391 @@
+"""The session store: every read and atomic write of session state in Redis.
+
+Writes that must be atomic are Lua scripts (sessions/lua/); this module builds their
+arguments from typed requests and decodes their answers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from sessions.errors import ConfigError, SessionNotFound
+from sessions.keys import CONSUMER_GROUP, Keys, new_session_id, shard_for_key
+from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
+from sessions.scripts import Scripts
+
+JSON_SEPARATORS = (",", ":")
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=JSON_SEPARATORS)
+
+
+@dataclass(frozen=True)
+class NewSession:
+    workflow_name: str
+    pattern_type: str
+    spec_hash: str
+    spec_text: str
+    spec_json: str
+    spec_digest: str
+    source: str
+    variables: dict[str, Any]
+    state: dict[str, Any]
+    jobs: Sequence[StepJob]
+    status: SessionStatus
+    created_at: str
+    created_ms: int
+    idempotency_key: str | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session's metadata hash, decoded."""
+
+    session_id: str
+    status: SessionStatus
+    workflow_name: str
+    pattern_type: str
+    spec_hash: str
+    created_at: str
+    updated_at: str
+    error: str | None
+    paused_reason: str | None
+    version: int
+    state: dict[str, Any]
+    variables: dict[str, Any]
+    token_usage: TokenUsage
+    steps_committed: int
+    spec_digest: str
+    started_ms: int
+    raw: dict[str, str] = field(repr=False)
+
+    @classmethod
+    def from_hash(cls, session_id: str, h: dict[str, str]) -> SessionRecord:
+        by_agent = {k[4:]: int(v) for k, v in h.items() if k.startswith("tok:")}
+        return cls(
+            session_id=session_id,
+            status=SessionStatus(h["status"]),
+            workflow_name=h.get("workflow_name", ""),
+            pattern_type=h.get("pattern_type", ""),
+            spec_hash=h.get("spec_hash", ""),
+            created_at=h.get("created_at", ""),
+            updated_at=h.get("updated_at", ""),
+            error=h.get("error") or None,
+            paused_reason=h.get("paused_reason") or None,
+            version=int(h.get("version", 0)),
+            state=json.loads(h.get("state") or "{}"),
+            variables=json.loads(h.get("variables") or "{}"),
+            token_usage=TokenUsage(
+                total_input_tokens=int(h.get("tokens_in", 0)),
+                total_output_tokens=int(h.get("tokens_out", 0)),
+                by_agent=by_agent,
+            ),
+            steps_committed=int(h.get("steps", 0)),
+            spec_digest=h.get("spec_digest", ""),
+            started_ms=int(h.get("started_ms", 0)),
+            raw=h,
+        )
+
+
+# Fields the worker needs to run and plan a step (returned by the gate script).
+GATE_FIELDS = ("version", "state", "variables", "spec_digest", "pattern_type",
+               "started_ms", "tokens_in", "tokens_out", "steps")
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    verdict: Literal["run", "stale", "gone", "committed", "terminal", "held"]
+    fields: dict[str, str] = field(default_factory=dict)
+    new_results: list[StepResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    job: StepJob
+    entry_id: str
+    consumer: str
+    expected_version: int
+    result: StepResult
+    state: dict[str, Any]
+    status: SessionStatus
+    reason: str = ""
+    new_messages: Sequence[dict[str, Any]] = ()
+    replace_conversation: bool = False
+    next_jobs: Sequence[StepJob] = ()
+    artifacts: dict[str, str] = field(default_factory=dict)
+    events: Sequence[Event] = ()
+    now_iso: str = ""
+    now_ms: int = 0
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    verdict: Literal["ok", "stale", "gone", "duplicate", "conflict"]
+    version: int = 0
+    status: str = ""
+
+
+class Store:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.scripts = Scripts.register(redis)
+
+    # -- setup -------------------------------------------------------------------
+    async def prepare(self) -> None:
+        """Check the shard count against what this Redis was set up with; create groups."""
+        recorded = await self.redis.hget(self.keys.config(), "shards")
+        if recorded is None:
+            await self.redis.hsetnx(self.keys.config(), "shards", str(self.keys.shards))
+            recorded = await self.redis.hget(self.keys.config(), "shards")
+        if int(recorded) != self.keys.shards:
+            raise ConfigError(
+                f"DURABLE_SHARDS={self.keys.shards} but the sessions under prefix "
+                f"{self.keys.prefix!r} were created with {recorded} shards; set it back"
+            )
+        for stream in self.keys.streams():
+            try:
+                await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    def _index_keys(self, shard: int) -> list[str]:
+        return [self.keys.index_all(shard), *self.keys.index_statuses(shard)]
+
+    # -- create ------------------------------------------------------------------
+    async def create_session(self, new: NewSession) -> tuple[str, bool]:
+        """Create the session and enqueue its first steps atomically.
+
+        Returns (session id, created); an existing idempotency key returns its session.
+        """
+        k = self.keys
+        shards = k.shards
+        # An idempotency key fixes the shard, so its lookup key lives beside the session.
+        shard = (shard_for_key(new.idempotency_key, shards) if new.idempotency_key
+                 else random.randrange(shards))
+        sid = new_session_id(shard, shards)
+        jobs = [StepJob(**{**job.__dict__, "session_id": sid}) for job in new.jobs]
+        fields = {
+            "session_id": sid, "workflow_name": new.workflow_name,
+            "pattern_type": new.pattern_type, "spec_hash": new.spec_hash,
+            "spec_text": new.spec_text, "spec_json": new.spec_json,
+            "spec_digest": new.spec_digest, "source": new.source,
+            "variables": dumps(new.variables), "state": dumps(new.state),
+            "created_at": new.created_at, "updated_at": new.created_at,
+            "started_ms": new.created_ms, "error": new.error, "paused_reason": "",
+            "tokens_in": 0, "tokens_out": 0, "steps": 0, "shard": shard,
+            "idempotency_key": new.idempotency_key or "",
+        }
+        events = [Event("session_started", at=new.created_at).to_fields()]
+        events += [Event("step_scheduled", step=j.key, attempt=j.attempt,
+                         at=new.created_at).to_fields() for j in jobs]
+        if new.status == SessionStatus.FAILED:
+            events.append(Event("session_failed", at=new.created_at,
+                                detail=new.error).to_fields())
+        idem_key = k.idempotency(shard, new.idempotency_key or "-")
+        res = await self.scripts.create(
+            keys=[k.meta(sid), idem_key, k.events(sid), k.stream(shard), k.held(sid),
+                  *self._index_keys(shard)],
+            args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
+                  new.idempotency_key or "", new.created_ms, new.status.value],
+        )
+        verdict, found = _decode(res[0]), _decode(res[1])
+        return found, verdict == "created"
+
+    # -- the step path -------------------------------------------------------------
+    async def gate(self, job: StepJob, entry_id: str, consumer: str, known_results: int,
+                   started: Event) -> GateOutcome:
+        k, sid = self.keys, job.session_id
+        shard = k.shard(sid)
+        res = await self.scripts.gate(
+            keys=[k.meta(sid), k.stream(shard), k.held(sid), k.results(sid), k.order(sid),
+                  k.events(sid)],
+            args=[CONSUMER_GROUP, consumer, entry_id, job.key, job.to_json(), known_results,
+                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS))],
+        )
+        verdict = _decode(res[0])
+        if verdict != "run":
+            return GateOutcome(verdict)  # type: ignore[arg-type]
+        values = [_decode(v) for v in res[1]]
+        results = [StepResult.from_json(r) for r in res[3]]
+        return GateOutcome("run", dict(zip(GATE_FIELDS, values, strict=True)), results)
+
+    async def commit(self, req: CommitRequest) -> CommitOutcome:
+        k, job = self.keys, req.job
+        sid = job.session_id
+        shard = k.shard(sid)
+        lane = job.conversation_lane
+        if req.replace_conversation:
+            mode = "replace"
+        else:
+            mode = "append" if req.new_messages else "none"
+        checkpoint = dumps({"step": job.key, "attempt": job.attempt, "at": req.now_iso,
+                            "status": req.status.value, "state": req.state,
+                            "type": "step", "clean": True})
+        res = await self.scripts.commit(
+            keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
+                  k.conversation(sid, lane), k.conversations(sid), k.artifacts(sid),
+                  k.checkpoints(sid), k.held(sid), *self._index_keys(shard)],
+            args=[sid, job.key, req.entry_id, CONSUMER_GROUP, req.consumer,
+                  req.expected_version, req.result.to_json(), dumps(req.state),
+                  req.status.value, req.reason, req.result.input_tokens,
+                  req.result.output_tokens, job.agent, req.now_iso, req.now_ms, mode,
+                  dumps([dumps(m) for m in req.new_messages]), lane,
+                  dumps([j.to_json() for j in req.next_jobs]), dumps(req.artifacts),
+                  dumps([e.to_fields() for e in req.events]), checkpoint],
+        )
+        verdict = _decode(res[0])
+        if verdict == "ok":
+            return CommitOutcome("ok", int(_decode(res[1])), _decode(res[2]))
+        if verdict == "conflict":
+            return CommitOutcome("conflict", int(_decode(res[1]) or 0))
+        return CommitOutcome(verdict)  # type: ignore[arg-type]
+
+    async def fail_step(self, job: StepJob, entry_id: str, consumer: str, *, retry_at_ms: int | None,
+                        error: str, events: Sequence[Event], now_iso: str, now_ms: int) -> str:
+        k, sid = self.keys, job.session_id
+        shard = k.shard(sid)
+        res = await self.scripts.fail_step(
+            keys=[k.meta(sid), k.events(sid), k.stream(shard), k.timers(shard),
+                  k.failed_jobs(sid), k.results(sid), *self._index_keys(shard)],
+            args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer,
+                  "retry" if retry_at_ms is not None else "fail", retry_at_ms or 0,
+                  job.retry().to_json(), job.to_json(), error, now_iso, now_ms,
+                  dumps([e.to_fields() for e in events])],
+        )
+        return _decode(res[0])
+
+    async def dead_letter(self, job: StepJob, entry_id: str, consumer: str, deliveries: int,
+                          error: str, events: Sequence[Event], now_iso: str,
+                          now_ms: int) -> str:
+        k, sid = self.keys, job.session_id
+        shard = k.shard(sid)
+        res = await self.scripts.dead_letter(
+            keys=[k.meta(sid), k.events(sid), k.stream(shard), k.dead(shard),
+                  k.failed_jobs(sid), k.results(sid), *self._index_keys(shard)],
+            args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer, job.to_json(), deliveries,
+                  error, now_iso, now_ms, dumps([e.to_fields() for e in events])],
+        )
+        return _decode(res[0])
+
+    async def renew(self, shard: int, entry_id: str, consumer: str) -> bool:
+        res = await self.scripts.renew(keys=[self.keys.stream(shard)],
+                                       args=[CONSUMER_GROUP, consumer, entry_id])
+        return bool(res)
+
+    async def promote_timers(self, shard: int, now_ms: int, limit: int = 100) -> int:
+        res = await self.scripts.promote_timers(
+            keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit])
+        return int(res)
+
+    async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
+                              error: str) -> None:
+        """Park an entry that is not a step job at all (nothing to fail but the entry)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(self.keys.dead(shard), {**fields, "entry": entry_id, "error": error})
+            pipe.xack(self.keys.stream(shard), CONSUMER_GROUP, entry_id)
+            pipe.xdel(self.keys.stream(shard), entry_id)
+            await pipe.execute()
+
+    async def add_event(self, session_id: str, event: Event) -> None:
+        await self.redis.xadd(self.keys.events(session_id), event.to_fields())  # type: ignore[arg-type]
+
+    # -- reads ---------------------------------------------------------------------
+    async def get_session(self, session_id: str) -> SessionRecord:
+        h = await self.redis.hgetall(self.keys.meta(session_id))
+        if not h or "status" not in h:
+            raise SessionNotFound(session_id)
+        return SessionRecord.from_hash(session_id, _decode_map(h))
+
+    async def exists(self, session_id: str) -> bool:
+        return bool(await self.redis.exists(self.keys.meta(session_id)))
+
+    async def spec_json(self, session_id: str) -> str:
+        value = await self.redis.hget(self.keys.meta(session_id), "spec_json")
+        if value is None:
+            raise SessionNotFound(session_id)
+        return _decode(value)
+
+    async def results(self, session_id: str, start: int = 0) -> list[StepResult]:
+        keys = [_decode(x) for x in await self.redis.lrange(self.keys.order(session_id), start, -1)]
+        if not keys:
+            return []
+        values = await self.redis.hmget(self.keys.results(session_id), keys)
+        return [StepResult.from_json(v) for v in values if v is not None]
+
+    async def events(self, session_id: str, after: str = "-", count: int | None = None
+                     ) -> list[tuple[str, dict[str, str]]]:
+        start = after if after == "-" else f"({after}"
+        entries = await self.redis.xrange(self.keys.events(session_id), start, "+", count=count)
+        return [(_decode(eid), _decode_map(f)) for eid, f in entries]
+
+    async def conversation(self, session_id: str, lane: str, window: int) -> list[dict[str, Any]]:
+        if window <= 0:
+            return []
+        raw = await self.redis.lrange(self.keys.conversation(session_id, lane), -window, -1)
+        messages = [json.loads(m) for m in raw]
+        # A restored history must open with a user turn: drop a dangling assistant head.
+        while messages and messages[0].get("role") != "user":
+            messages.pop(0)
+        return messages
+
+    async def artifacts(self, session_id: str) -> dict[str, str]:
+        return _decode_map(await self.redis.hgetall(self.keys.artifacts(session_id)))
+
+    async def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
+        raw = await self.redis.lrange(self.keys.checkpoints(session_id), 0, -1)
+        return [{"n": i + 1, **json.loads(r)} for i, r in enumerate(raw)]
+
+    async def list_sessions(self, status: SessionStatus | None = None, limit: int = 100,
+                            ) -> list[SessionRecord]:
+        """Most recently updated first, merged across shards."""
+        scored: list[tuple[float, str]] = []
+        for shard in range(self.keys.shards):
+            key = (self.keys.index_status(shard, status) if status
+                   else self.keys.index_all(shard))
+            for sid, score in await self.redis.zrevrange(key, 0, limit - 1, withscores=True):
+                scored.append((score, _decode(sid)))
+        scored.sort(reverse=True)
+        records = []
+        for _, sid in scored[:limit]:
+            try:
+                records.append(await self.get_session(sid))
+            except SessionNotFound:
+                continue  # deleted between the index read and now
+        return records
+
+    # -- delete ------------------------------------------------------------------------
+    async def delete_session(self, session_id: str) -> None:
+        k = self.keys
+        shard = k.shard(session_id)
+        idem = await self.redis.hget(k.meta(session_id), "idempotency_key")
+        others = [key for key in k.session_keys(session_id)
+                  if key not in (k.meta(session_id), k.conversations(session_id))]
+        deleted = await self.scripts.delete(
+            keys=[k.meta(session_id), k.conversations(session_id),
+                  k.idempotency(shard, _decode(idem) if idem else "-"), *others,
+                  *self._index_keys(shard)],
+            args=[session_id, k.conversation(session_id, ""), len(others)],
+        )
+        if not deleted:
+            raise SessionNotFound(session_id)
+
+
+def _decode(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    return "" if value is None else str(value)
+
+
+def _decode_map(h: dict[Any, Any]) -> dict[str, str]:
+    return {_decode(k): _decode(v) for k, v in h.items()}

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers import RedisServer, random_prefix, start_redis  # noqa: E402
+
+from sessions.connect import open_store  # noqa: E402
+from sessions.settings import DurableSettings  # noqa: E402
+from sessions.store import Store  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return random_prefix()
+
+
+@pytest.fixture
+def settings(redis_server: RedisServer, prefix: str) -> DurableSettings:
+    return DurableSettings(redis_url=redis_server.url, key_prefix=prefix, claim_idle_ms=1000,
+                           read_block_ms=100, timer_poll_ms=50, heartbeat_s=0.5)
+
+
+@pytest.fixture
+async def store(settings: DurableSettings) -> AsyncIterator[Store]:
+    s = open_store(settings)
+    await s.prepare()
+    yield s
+    await s.redis.aclose()
