@@ -1,0 +1,59 @@
+"""Redis locks on a real redis-server: exclusion, compare-and-delete, extend, fencing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sessions.errors import LockLost, LockNotAcquired
+from sessions.locks import Lock, locked
+from sessions.store import Store
+
+pytestmark = pytest.mark.integration
+
+
+def make(store: Store, ttl_ms: int = 5_000) -> Lock:
+    key = store.keys.lock("op")
+    return Lock(store.redis, store.scripts, key, f"{key}:fence", ttl_ms)
+
+
+async def test_only_one_holder_and_fences_grow(store: Store) -> None:
+    a, b = make(store), make(store)
+    assert await a.acquire()
+    assert not await b.acquire()
+    assert await a.release()
+    assert await b.acquire()
+    assert b.fence > a.fence
+
+
+async def test_release_never_deletes_someone_elses_lock(store: Store) -> None:
+    a, b = make(store, ttl_ms=100), make(store)
+    assert await a.acquire()
+    await asyncio.sleep(0.15)  # let a's TTL run out: the point of the test is expiry
+    assert await b.acquire()
+    assert not await a.release()  # a's token no longer matches
+    assert await b.held()
+
+
+async def test_extend_fails_once_lost(store: Store) -> None:
+    a, b = make(store, ttl_ms=100), make(store)
+    assert await a.acquire()
+    await a.extend(5_000)
+    assert await a.held()
+    await store.redis.delete(a.key)
+    assert await b.acquire()
+    with pytest.raises(LockLost):
+        await a.extend()
+
+
+async def test_context_manager_waits_then_gives_up(store: Store) -> None:
+    holder = make(store)
+    assert await holder.acquire()
+    with pytest.raises(LockNotAcquired, match="lock"):
+        async with locked(store.redis, store.scripts, holder.key, wait_s=0.1):
+            pass
+    await holder.release()
+    async with locked(store.redis, store.scripts, holder.key, wait_s=0.1) as lock:
+        assert await lock.held()
+    assert not await store.redis.exists(holder.key)
