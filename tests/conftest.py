@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
 from helpers import RedisServer, random_prefix, start_redis  # noqa: E402
 

@@ -1,0 +1,48 @@
+"""The worker: `arq worker.WorkerSettings` runs a process that hosts the step consumer."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from arq.connections import RedisSettings
+
+from sessions.settings import DEFAULT_REDIS_URL
+
+
+async def _startup(ctx: dict[str, Any]) -> None:
+    from sessions.connect import open_store
+    from sessions.settings import DurableSettings
+    from worker.consumer import StepConsumer
+
+    if not logging.getLogger("durable").handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("durable").addHandler(handler)
+        logging.getLogger("durable").setLevel(os.environ.get("DURABLE_LOG_LEVEL", "INFO"))
+    settings = DurableSettings()
+    consumer = StepConsumer(settings, open_store(settings))
+    await consumer.start()
+    ctx["durable_consumer"] = consumer
+
+
+async def _shutdown(ctx: dict[str, Any]) -> None:
+    consumer = ctx.get("durable_consumer")
+    if consumer is not None:
+        await consumer.stop()
+        await consumer.store.redis.aclose()
+
+
+async def ping(ctx: dict[str, Any]) -> str:
+    """arq needs one function; steps travel on our own streams, not arq's queue."""
+    return "pong"
+
+
+class WorkerSettings:
+    functions = [ping]
+    on_startup = _startup
+    on_shutdown = _shutdown
+    redis_settings = RedisSettings.from_dsn(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
+    queue_name = os.environ.get("DURABLE_KEY_PREFIX", "durable") + ":arq"
+    health_check_interval = 30

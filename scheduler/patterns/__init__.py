@@ -1,0 +1,23 @@
+"""The pattern planners, by pattern type."""
+
+from __future__ import annotations
+
+from scheduler.patterns.base import Decision, PlanContext, Planner
+from scheduler.patterns.chain import ChainPlanner
+
+PLANNERS: dict[str, Planner] = {
+    "chain": ChainPlanner(),
+}
+
+
+def planner_for(pattern_type: str) -> Planner:
+    try:
+        return PLANNERS[pattern_type]
+    except KeyError:
+        supported = ", ".join(sorted(PLANNERS))
+        raise NotImplementedError(
+            f"pattern {pattern_type!r} is not supported yet (supported: {supported})"
+        ) from None
+
+
+__all__ = ["PLANNERS", "Decision", "PlanContext", "Planner", "planner_for"]

@@ -1,0 +1,53 @@
+"""Artifacts: `outputs.artifacts` rendered when a session completes, and written to a
+directory only on request, never outside it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from scheduler.spec import Spec
+from scheduler.templates import render
+from sessions.errors import DurableError
+
+
+class ArtifactPathError(DurableError):
+    """An artifact path would land outside the output directory."""
+
+
+def render_artifacts(spec: Spec, context: Mapping[str, Any]) -> dict[str, str]:
+    """{rendered path: rendered content}; raises TemplateError naming the artifact."""
+    outputs = spec.outputs
+    if outputs is None:
+        return {}
+    full = {"name": spec.name, "timestamp": datetime.now(UTC).isoformat(), **context}
+    rendered: dict[str, str] = {}
+    for i, artifact in enumerate(outputs.artifacts):
+        path = render(artifact.path, full, f"outputs.artifacts[{i}].path").strip()
+        rendered[path] = render(artifact.from_, full, f"outputs.artifacts[{i}].from")
+    return rendered
+
+
+def safe_target(out_dir: Path, name: str) -> Path:
+    """Where artifact `name` goes under `out_dir`; refuses anything that escapes it."""
+    relative = PurePosixPath(name.replace("\\", "/"))
+    if relative.is_absolute() or not name.strip():
+        raise ArtifactPathError(f"artifact path {name!r} must be relative to the output dir")
+    root = out_dir.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root):
+        raise ArtifactPathError(f"artifact path {name!r} escapes the output dir {out_dir}")
+    return target
+
+
+def write_artifacts(artifacts: Mapping[str, str], out_dir: Path) -> list[Path]:
+    """Write every artifact, after checking all paths first so nothing is half-written."""
+    targets = [(safe_target(out_dir, name), body) for name, body in artifacts.items()]
+    written = []
+    for target, body in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body)
+        written.append(target)
+    return written

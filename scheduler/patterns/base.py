@@ -1,0 +1,60 @@
+"""What every pattern planner is: pure functions of spec + pattern_state + results.
+
+A planner never does I/O. The worker feeds it the committed results and the step that
+just finished; what it decides (new pattern_state, steps to schedule, completion,
+failure, pause) is committed atomically with the step's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from scheduler.spec import Spec
+from scheduler.templates import render
+from sessions.models import SessionStatus, StepJob, StepResult
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    spec: Spec
+    variables: Mapping[str, Any]
+    state: Mapping[str, Any]
+    # Committed results by step key, in commit order.
+    results: Mapping[str, StepResult]
+    session_id: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: dict[str, Any]
+    schedule: tuple[StepJob, ...] = ()
+    status: SessionStatus = SessionStatus.RUNNING
+    reason: str = ""  # the error when failed, the reason when paused
+    final_response: str | None = None
+    # Context the artifacts render with, once the session completes.
+    artifact_context: Mapping[str, Any] = field(default_factory=dict)
+
+
+def agent_job(ctx: PlanContext, *, key: str, agent: str, input_template: str | None,
+              context: Mapping[str, Any], where: str, lane: str = "",
+              meta: Mapping[str, Any] | None = None) -> StepJob:
+    """A job for `agent` with its input and its system prompt rendered in `context`."""
+    prompt = ctx.spec.agents[agent].prompt if agent in ctx.spec.agents else ""
+    return StepJob(
+        session_id=ctx.session_id, key=key, agent=agent,
+        input=render(input_template or "", context, where),
+        system_prompt=render(prompt, context, f"agents.{agent}.prompt"),
+        lane=lane, meta=dict(meta or {}),
+    )
+
+
+class Planner(Protocol):
+    def start(self, ctx: PlanContext) -> Decision: ...
+
+    def advance(self, ctx: PlanContext, result: StepResult) -> Decision: ...
+
+    def view(self, ctx: PlanContext) -> dict[str, Any]:
+        """pattern_state in the shape of seed 000/001, for people and the API."""
+        ...

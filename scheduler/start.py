@@ -1,0 +1,54 @@
+"""Start a session: plan its first steps and store everything in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from scheduler.loader import LoadedSpec
+from scheduler.patterns import PlanContext, planner_for
+from sessions.errors import SpecError
+from sessions.models import SessionStatus, now_iso, now_ms
+from sessions.store import NewSession, Store
+
+
+def spec_json(loaded: LoadedSpec) -> str:
+    """The effective spec (overrides applied) as workers rebuild it."""
+    data = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSession:
+    """Pure: the session record and first jobs for `loaded` (render errors raise)."""
+    pattern = loaded.spec.pattern.type
+    try:
+        planner = planner_for(pattern)
+    except NotImplementedError as exc:
+        raise SpecError(loaded.source, "pattern.type", str(exc)) from None
+    decision = planner.start(PlanContext(spec=loaded.spec, variables=loaded.variables,
+                                         state={}, results={}))
+    text = spec_json(loaded)
+    return NewSession(
+        workflow_name=loaded.spec.name,
+        pattern_type=pattern,
+        spec_hash=loaded.spec_hash,
+        spec_text=loaded.text,
+        spec_json=text,
+        spec_digest=hashlib.sha256(text.encode()).hexdigest()[:32],
+        source=loaded.source,
+        variables=dict(loaded.variables),
+        state=decision.state,
+        jobs=decision.schedule,
+        status=decision.status if decision.status != SessionStatus.COMPLETED
+        else SessionStatus.RUNNING,
+        created_at=now_iso(),
+        created_ms=now_ms(),
+        idempotency_key=idempotency_key,
+        error=decision.reason,
+    )
+
+
+async def start_session(store: Store, loaded: LoadedSpec,
+                        idempotency_key: str | None = None) -> tuple[str, bool]:
+    """(session id, created). A repeated idempotency key returns the first session."""
+    return await store.create_session(new_session(loaded, idempotency_key))

@@ -1,0 +1,253 @@
+"""The stream consumer a worker process hosts: reads its shards' step streams with
+XREADGROUP, runs steps up to its concurrency, re-claims entries other workers left
+idle, dead-letters entries delivered too often, promotes due timers and heartbeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from sessions.keys import CONSUMER_GROUP
+from sessions.models import Event, StepJob, now_iso, now_ms
+from sessions.settings import DurableSettings
+from sessions.store import Store
+from worker.execute import StepExecutor
+from worker.step_runner import StepRunner
+
+log = logging.getLogger("durable.worker")
+
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def consumer_name() -> str:
+    """Stable for the life of the process, unique across restarts."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class StepConsumer:
+    def __init__(self, settings: DurableSettings, store: Store, name: str | None = None,
+                 executor: StepExecutor | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.name = name or consumer_name()
+        self.runner = StepRunner(settings, store, executor or StepExecutor(settings, store),
+                                 self.name)
+        self._slots = asyncio.Semaphore(settings.worker_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self.started_at = now_iso()
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        await self.store.prepare()
+        shards = range(self.store.keys.shards)
+        self._loops = [asyncio.create_task(self._read_loop(k), name=f"read-{k}") for k in shards]
+        self._loops += [
+            asyncio.create_task(self._reclaim_loop(), name="reclaim"),
+            asyncio.create_task(self._timer_loop(), name="timers"),
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+        ]
+        log.info("worker %s consuming %d shard(s), concurrency %d", self.name,
+                 len(shards), self.settings.worker_concurrency)
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Stop reading; let running steps finish (and commit) for up to `grace_s`;
+        whatever is still running then is cancelled and stays pending for another worker."""
+        self._stopping.set()
+        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        if self._tasks:
+            log.info("worker %s: waiting up to %.1fs for %d running step(s)", self.name,
+                     grace, len(self._tasks))
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+                log.warning("worker %s: %d step(s) left pending for another worker",
+                            self.name, len(pending))
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        with contextlib.suppress(*REDIS_DOWN):
+            await self.store.redis.hdel(self.store.keys.workers(), self.name)
+
+    async def wait_idle(self) -> None:
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    @property
+    def running(self) -> int:
+        return len(self._tasks)
+
+    # -- loops -----------------------------------------------------------------------
+    def _spawn(self, shard: int, entry_id: str, fields: dict[str, str], reclaimed: bool) -> None:
+        task = asyncio.create_task(self._run_one(shard, entry_id, fields, reclaimed))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_one(self, shard: int, entry_id: str, fields: dict[str, str],
+                       reclaimed: bool) -> None:
+        try:
+            await self.runner.process(shard, entry_id, fields, reclaimed)
+        except asyncio.CancelledError:
+            raise
+        except REDIS_DOWN as exc:
+            # The entry stays pending; it is re-claimed once Redis is back.
+            log.warning("step entry %s: Redis unavailable (%s); left pending", entry_id, exc)
+        except Exception:
+            log.exception("step entry %s: unexpected error; left pending", entry_id)
+        finally:
+            self._slots.release()
+
+    async def _acquire_slots(self) -> int:
+        """Wait for at least one free slot; take as many as are free."""
+        await self._slots.acquire()
+        taken = 1
+        while not self._slots.locked():
+            await self._slots.acquire()
+            taken += 1
+        return taken
+
+    def _release(self, n: int) -> None:
+        for _ in range(n):
+            self._slots.release()
+
+    async def _read_loop(self, shard: int) -> None:
+        stream = self.store.keys.stream(shard)
+        while not self._stopping.is_set():
+            taken = await self._acquire_slots()
+            used = 0
+            try:
+                reply = await self.store.redis.xreadgroup(
+                    CONSUMER_GROUP, self.name, {stream: ">"}, count=taken,
+                    block=self.settings.read_block_ms)
+                for _stream, entries in reply or []:
+                    for entry_id, fields in entries:
+                        used += 1
+                        self._spawn(shard, _s(entry_id), _map(fields), reclaimed=False)
+            except asyncio.CancelledError:
+                raise
+            except REDIS_DOWN as exc:
+                log.warning("shard %d: Redis unavailable (%s); retrying", shard, exc)
+                await self._pause(1.0)
+            except Exception:
+                log.exception("shard %d: read failed", shard)
+                await self._pause(1.0)
+            finally:
+                self._release(taken - used)
+
+    async def _reclaim_loop(self) -> None:
+        interval = max(0.05, self.settings.claim_idle_ms / 2000)
+        while not self._stopping.is_set():
+            await self._pause(interval)
+            for shard in range(self.store.keys.shards):
+                try:
+                    await self._reclaim(shard)
+                except asyncio.CancelledError:
+                    raise
+                except REDIS_DOWN as exc:
+                    log.warning("reclaim shard %d: Redis unavailable (%s)", shard, exc)
+                except Exception:
+                    log.exception("reclaim shard %d failed", shard)
+
+    async def _reclaim(self, shard: int) -> None:
+        stream = self.store.keys.stream(shard)
+        redis = self.store.redis
+        cursor = "0-0"
+        while not self._stopping.is_set():
+            free = self.settings.worker_concurrency - len(self._tasks)
+            if free <= 0:
+                return
+            cursor, entries, *_ = await redis.xautoclaim(
+                stream, CONSUMER_GROUP, self.name, self.settings.claim_idle_ms, cursor,
+                count=free)
+            cursor = _s(cursor)
+            for entry_id, fields in entries:
+                if fields is None:
+                    continue
+                await self._take_over(shard, _s(entry_id), _map(fields))
+            if cursor == "0-0" or not entries:
+                return
+
+    async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> None:
+        pending = await self.store.redis.xpending_range(
+            self.store.keys.stream(shard), CONSUMER_GROUP, min=entry_id, max=entry_id, count=1)
+        deliveries = int(pending[0]["times_delivered"]) if pending else 1
+        if deliveries > self.settings.max_deliveries:
+            await self._dead_letter(shard, entry_id, fields, deliveries)
+            return
+        await self._slots.acquire()
+        log.info("re-claimed entry %s (delivery %d)", entry_id, deliveries)
+        self._spawn(shard, entry_id, fields, reclaimed=True)
+
+    async def _dead_letter(self, shard: int, entry_id: str, fields: dict[str, str],
+                           deliveries: int) -> None:
+        try:
+            job = StepJob.from_json(fields["job"])
+        except (KeyError, ValueError, TypeError) as exc:
+            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}")
+            return
+        at = now_iso()
+        error = (f"step {job.key} (agent {job.agent}) was delivered {deliveries} times without "
+                 f"completing (max {self.settings.max_deliveries}): its workers keep dying or "
+                 f"hanging; it is on the dead-letter stream, `durable requeue` retries it")
+        events = [Event("step_dead_lettered", step=job.key, attempt=job.attempt,
+                        worker=self.name, at=at, detail=f"{deliveries} deliveries"),
+                  Event("session_failed", step=job.key, at=at, detail=error)]
+        log.error("session %s: %s", job.session_id, error)
+        await self.store.dead_letter(job, entry_id, self.name, deliveries, error, events,
+                                     at, now_ms())
+
+    async def _timer_loop(self) -> None:
+        interval = self.settings.timer_poll_ms / 1000
+        while not self._stopping.is_set():
+            for shard in range(self.store.keys.shards):
+                try:
+                    await self.store.promote_timers(shard, now_ms())
+                except asyncio.CancelledError:
+                    raise
+                except REDIS_DOWN as exc:
+                    log.warning("timers shard %d: Redis unavailable (%s)", shard, exc)
+                except Exception:
+                    log.exception("timers shard %d failed", shard)
+            await self._pause(interval)
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._stopping.is_set():
+            beat = {
+                "consumer": self.name, "host": socket.gethostname(), "pid": os.getpid(),
+                "started_at": self.started_at, "last_seen": now_iso(), "last_seen_ms": now_ms(),
+                "concurrency": self.settings.worker_concurrency,
+                "running": [f"{j.session_id}/{j.key}" for j in self.runner.running.values()],
+            }
+            try:
+                await self.store.redis.hset(self.store.keys.workers(), self.name,
+                                            json.dumps(beat))
+            except asyncio.CancelledError:
+                raise
+            except REDIS_DOWN as exc:
+                log.warning("heartbeat: Redis unavailable (%s)", exc)
+            await self._pause(self.settings.heartbeat_s)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _map(fields: dict[Any, Any]) -> dict[str, str]:
+    return {_s(k): _s(v) for k, v in fields.items()}

@@ -1,0 +1,68 @@
+"""`durable run`: one process, no server: an in-process store (unless DURABLE_REDIS_URL
+is set), an in-process worker, and the session followed to its end."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scheduler.loader import LoadedSpec
+from scheduler.start import start_session
+from sessions.connect import MEMORY_URL, open_store
+from sessions.models import SessionStatus, StepResult
+from sessions.settings import DurableSettings
+from sessions.store import SessionRecord, Store
+from worker.consumer import StepConsumer
+
+POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    session_id: str
+    record: SessionRecord
+    final_response: str
+    artifacts: dict[str, str]
+
+
+def embedded_settings() -> DurableSettings:
+    if "DURABLE_REDIS_URL" in os.environ:
+        return DurableSettings()
+    return DurableSettings(redis_url=MEMORY_URL)
+
+
+async def follow(store: Store, session_id: str, on_step: Callable[[StepResult], None],
+                 poll_s: float = POLL_S) -> SessionRecord:
+    """Report each committed step until the session stops running."""
+    seen = 0
+    while True:
+        record = await store.get_session(session_id)
+        fresh = await store.results(session_id, seen)
+        for result in fresh:
+            on_step(result)
+        seen += len(fresh)
+        if record.status != SessionStatus.RUNNING and record.steps_committed <= seen:
+            return record
+        await asyncio.sleep(poll_s)
+
+
+async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],
+                       on_start: Callable[[str], None] | None = None,
+                       settings: DurableSettings | None = None) -> RunOutcome:
+    settings = settings or embedded_settings()
+    store = open_store(settings)
+    consumer = StepConsumer(settings, store)
+    await consumer.start()
+    try:
+        session_id, _ = await start_session(store, loaded)
+        if on_start:
+            on_start(session_id)
+        record = await follow(store, session_id, on_step)
+        results = await store.results(session_id)
+        return RunOutcome(session_id, record, results[-1].response if results else "",
+                          await store.artifacts(session_id))
+    finally:
+        await consumer.stop(grace_s=0)
+        await store.redis.aclose()

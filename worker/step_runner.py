@@ -1,0 +1,241 @@
+"""The life of one delivered step: gate, execute (lease renewed), plan, commit.
+
+Planning runs before the commit so its output is part of the same transaction; a
+commit that lost a race with another commit of the same session is planned again
+from the fresh state (the step is not run again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.artifacts import render_artifacts
+from scheduler.patterns import Decision, PlanContext, planner_for
+from scheduler.spec import Spec
+from scheduler.status import parse_spec
+from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
+from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from sessions.settings import DurableSettings
+from sessions.store import GATE_FIELDS, CommitRequest, Store
+from worker import retry_policy
+from worker.execute import StepExecutor, StepOutput
+
+log = logging.getLogger("durable.worker")
+
+MAX_REPLANS = 50
+
+
+@dataclass
+class SessionCache:
+    """Committed results of one session, in commit order (they never change)."""
+
+    results: OrderedDict[str, StepResult] = field(default_factory=OrderedDict)
+    count: int = 0  # entries of the session's order list already seen
+
+
+class ResultsCache:
+    def __init__(self, max_sessions: int = 512) -> None:
+        self._sessions: OrderedDict[str, SessionCache] = OrderedDict()
+        self._max = max_sessions
+
+    def get(self, session_id: str) -> SessionCache:
+        cache = self._sessions.pop(session_id, None) or SessionCache()
+        self._sessions[session_id] = cache
+        while len(self._sessions) > self._max:
+            self._sessions.popitem(last=False)
+        return cache
+
+    @staticmethod
+    def extend(cache: SessionCache, new: list[StepResult], seen: int) -> None:
+        for result in new:
+            cache.results[result.key] = result
+        cache.count += seen
+
+
+class StepRunner:
+    def __init__(self, settings: DurableSettings, store: Store, executor: StepExecutor,
+                 consumer: str) -> None:
+        self.settings = settings
+        self.store = store
+        self.executor = executor
+        self.consumer = consumer
+        self.cache = ResultsCache()
+        self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
+        self.specs: dict[str, Spec] = {}
+        self.last_commit_s = 0.0
+
+    async def process(self, shard: int, entry_id: str, fields: dict[str, str],
+                      reclaimed: bool = False) -> None:
+        try:
+            job = StepJob.from_json(fields["job"])
+        except (KeyError, ValueError, TypeError) as exc:
+            log.error("entry %s on shard %d is not a step job (%s); dead-lettering it",
+                      entry_id, shard, exc)
+            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}")
+            return
+        self.running[entry_id] = job
+        try:
+            await self._process(shard, entry_id, job, reclaimed)
+        finally:
+            self.running.pop(entry_id, None)
+
+    async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool) -> None:
+        sid = job.session_id
+        cache = self.cache.get(sid)
+        started = Event("step_reclaimed" if reclaimed else "step_started", step=job.key,
+                        attempt=job.attempt, worker=self.consumer, at=now_iso())
+        gate = await self.store.gate(job, entry_id, self.consumer, cache.count, started)
+        if gate.verdict != "run":
+            log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
+            return
+        self.cache.extend(cache, gate.new_results, len(gate.new_results))
+        fields = gate.fields
+        spec = await self._spec(sid, fields["spec_digest"])
+        variables = json.loads(fields["variables"] or "{}")
+
+        try:
+            output = await self._execute_with_lease(shard, entry_id, spec, variables, job)
+        except LeaseLost:
+            log.warning("session %s step %s: lease lost to another worker; abandoning",
+                        sid, job.key)
+            return
+        except asyncio.CancelledError:
+            raise  # shutdown: the entry stays pending and another worker reclaims it
+        except Exception as exc:  # noqa: BLE001 - any failure of a step is recorded
+            await self._fail(shard, entry_id, spec, job, exc)
+            return
+
+        result = StepResult(
+            key=job.key, agent=job.agent, response=output.response,
+            input_tokens=output.input_tokens, output_tokens=output.output_tokens,
+            attempt=job.attempt, worker=self.consumer, committed_at=now_iso(),
+            duration_ms=round(output.duration_ms, 3), meta=job.meta,
+        )
+        await self._plan_and_commit(entry_id, spec, variables, job, result, output, fields,
+                                    cache)
+
+    async def _spec(self, sid: str, digest: str) -> Spec:
+        # Sessions of one spec share a digest: fetch and parse each spec once.
+        spec = self.specs.get(digest)
+        if spec is None:
+            spec = self.specs[digest] = parse_spec(await self.store.spec_json(sid))
+            while len(self.specs) > 256:
+                self.specs.pop(next(iter(self.specs)))
+        return spec
+
+    async def _execute_with_lease(self, shard: int, entry_id: str, spec: Spec,
+                                  variables: dict[str, Any], job: StepJob) -> StepOutput:
+        if self.settings.bench_noop:
+            return await self.executor.run(spec, variables, job)
+        task = asyncio.ensure_future(self.executor.run(spec, variables, job))
+        interval = self.settings.effective_lease_renew_ms / 1000
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=interval)
+                if done:
+                    return task.result()
+                if not await self.store.renew(shard, entry_id, self.consumer):
+                    task.cancel()
+                    raise LeaseLost(entry_id)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def _decide(self, ctx: PlanContext, result: StepResult) -> tuple[Decision, dict[str, str]]:
+        try:
+            decision = planner_for(ctx.spec.pattern.type).advance(ctx, result)
+            artifacts = (render_artifacts(ctx.spec, decision.artifact_context)
+                         if decision.status == SessionStatus.COMPLETED else {})
+            return decision, artifacts
+        except (TemplateError, SpecError) as exc:
+            reason = f"step {result.key}: {exc}"
+            return Decision(state=dict(ctx.state), status=SessionStatus.FAILED,
+                            reason=reason), {}
+
+    async def _plan_and_commit(self, entry_id: str, spec: Spec, variables: dict[str, Any],
+                               job: StepJob, result: StepResult, output: StepOutput,
+                               fields: dict[str, str], cache: SessionCache) -> None:
+        sid = job.session_id
+        for _ in range(MAX_REPLANS):
+            state = json.loads(fields["state"] or "{}")
+            ctx = PlanContext(spec=spec, variables=variables, state=state,
+                              results=cache.results, session_id=sid)
+            decision, artifacts = self._decide(ctx, result)
+            at = now_iso()
+            events = [Event("step_completed", step=job.key, attempt=job.attempt,
+                            worker=self.consumer, at=at)]
+            events += [Event("step_scheduled", step=j.key, attempt=j.attempt, at=at)
+                       for j in decision.schedule]
+            if decision.status != SessionStatus.RUNNING:
+                events.append(Event(f"session_{decision.status.value}", step=job.key,
+                                    worker=self.consumer, at=at, detail=decision.reason))
+            t0 = time.perf_counter()
+            outcome = await self.store.commit(CommitRequest(
+                job=job, entry_id=entry_id, consumer=self.consumer,
+                expected_version=int(fields["version"]), result=result, state=decision.state,
+                status=decision.status, reason=decision.reason,
+                new_messages=output.new_messages, next_jobs=decision.schedule,
+                artifacts=artifacts, events=events, now_iso=at, now_ms=now_ms(),
+            ))
+            self.last_commit_s = time.perf_counter() - t0
+            if outcome.verdict != "conflict":
+                if outcome.verdict == "ok":
+                    cache.results[result.key] = result
+                    cache.count += 1
+                else:
+                    log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
+                return
+            fields = await self._refresh(sid, cache)
+        log.error("session %s step %s: gave up after %d conflicting commits", sid, job.key,
+                  MAX_REPLANS)
+
+    async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
+        values = await self.store.redis.hmget(self.store.keys.meta(sid), list(GATE_FIELDS))
+        fresh = await self.store.results(sid, cache.count)
+        self.cache.extend(cache, fresh, len(fresh))
+        return {k: (v.decode() if isinstance(v, bytes) else (v or ""))
+                for k, v in zip(GATE_FIELDS, values, strict=True)}
+
+    async def _fail(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
+                    exc: BaseException) -> None:
+        retryable = not isinstance(exc, (TemplateError, SpecError)) and not (
+            isinstance(exc, StepFailed) and not exc.retryable)
+        problem = exc.problem if isinstance(exc, StepFailed) else _describe(exc)
+        policy = spec.runtime.failure_policy
+        decision = retry_policy.decide(
+            retries=policy.retries, strategy=policy.backoff, wait_min=policy.wait_min,
+            wait_max=policy.wait_max, attempt=job.attempt, retryable=retryable)
+        at = now_iso()
+        error = (f"step {job.key} (agent {job.agent}) failed on attempt {job.attempt}: "
+                 f"{problem}")
+        events = [Event("step_failed", step=job.key, attempt=job.attempt,
+                        worker=self.consumer, at=at, detail=problem)]
+        if decision.retry:
+            events.append(Event("step_retried", step=job.key, attempt=job.attempt + 1, at=at,
+                                detail=f"in {decision.delay_s:.1f}s"))
+            retry_at = now_ms() + int(decision.delay_s * 1000)
+        else:
+            events.append(Event("session_failed", step=job.key, at=at, detail=error))
+            retry_at = None
+        log.warning("session %s: %s", job.session_id, error)
+        await self.store.fail_step(job, entry_id, self.consumer, retry_at_ms=retry_at,
+                                   error=error, events=events, now_iso=at, now_ms=now_ms())
+
+
+class LeaseLost(DurableError):
+    def __init__(self, entry_id: str) -> None:
+        super().__init__(f"lease on stream entry {entry_id} was lost")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or exc.__class__.__name__
+    return text if isinstance(exc, DurableError) else f"{exc.__class__.__name__}: {text}"
