@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +9,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
+from fleet import Fleet  # noqa: E402
 from helpers import RedisServer, random_prefix, start_redis  # noqa: E402
 
 from sessions.connect import open_store  # noqa: E402
@@ -40,3 +41,19 @@ async def store(settings: DurableSettings) -> AsyncIterator[Store]:
     await s.prepare()
     yield s
     await s.redis.aclose()
+
+
+@pytest.fixture
+def fleet_factory(redis_server: RedisServer, prefix: str, tmp_path: Path
+                  ) -> Iterator[Callable[..., Fleet]]:
+    """Make fleets of real `arq worker` processes; every one is killed afterwards."""
+    fleets: list[Fleet] = []
+
+    def make(**settings: object) -> Fleet:
+        fleet = Fleet.create(redis_server.url, prefix, tmp_path, **settings)
+        fleets.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in fleets:
+        fleet.stop_all()

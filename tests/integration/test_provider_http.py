@@ -1,0 +1,239 @@
+"""Real providers work by configuration alone: Ollama and OpenAI SDKs against fake servers.
+
+A tiny threaded HTTP server on 127.0.0.1 imitates Ollama's `/api/chat` (chunked NDJSON)
+and OpenAI's `/v1/chat/completions` (SSE, with the final usage chunk). Everything from
+the provider SDK up (strands model, Agent, call_agent, retries) is the real code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from worker.agent_call import RetryPolicy, call_agent
+from worker.providers import ModelConfig, build_model
+
+REPLY_PARTS = ["Hello", " from", " the fake", " server"]
+REPLY = "".join(REPLY_PARTS)
+PROMPT_TOKENS, COMPLETION_TOKENS = 11, 7
+FAST_RETRY = RetryPolicy(attempts=3, wait_min_s=0.01, wait_max_s=0.05)
+
+
+@dataclass
+class FakeLLM:
+    """What the fake server answers with and what it was asked."""
+
+    port: int = 0
+    failures: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # chunked streaming, like the real servers
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with state.lock:
+                state.requests.append(body)
+                state.headers.append({k.lower(): v for k, v in self.headers.items()})
+                failure = state.failures.pop(0) if state.failures else None
+            if failure is not None:
+                self._send_error(failure)
+            elif self.path == "/api/chat":
+                self._stream("application/x-ndjson", _ollama_lines(body["model"]))
+            elif self.path == "/v1/chat/completions":
+                self._stream("text/event-stream", _openai_events(body["model"]))
+            else:
+                self._send_error(404)
+
+        def _send_error(self, status: int) -> None:
+            payload = json.dumps({"error": {"message": f"fake {status}", "type": "fake"}}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _stream(self, content_type: str, chunks: Iterator[str]) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for chunk in chunks:
+                data = chunk.encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+
+    return Handler
+
+
+def _ollama_lines(model: str) -> Iterator[str]:
+    """Ollama's /api/chat stream: one JSON object per line, the last with the counts."""
+    base = {"model": model, "created_at": "2024-01-01T00:00:00Z"}
+    for part in REPLY_PARTS:
+        message = {"role": "assistant", "content": part}
+        yield json.dumps({**base, "message": message, "done": False}) + "\n"
+    final = {
+        **base,
+        "message": {"role": "assistant", "content": ""},
+        "done": True,
+        "done_reason": "stop",
+        "total_duration": 12_000_000,
+        "prompt_eval_count": PROMPT_TOKENS,
+        "eval_count": COMPLETION_TOKENS,
+    }
+    yield json.dumps(final) + "\n"
+
+
+def _openai_events(model: str) -> Iterator[str]:
+    """OpenAI's chat-completions SSE stream with `stream_options.include_usage`."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def choice(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [choice({"role": "assistant", "content": ""}, None)]
+    chunks += [choice({"content": part}, None) for part in REPLY_PARTS]
+    chunks.append(choice({}, "stop"))
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+        "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
+    chunks.append({**base, "choices": [], "usage": usage})
+    for chunk in chunks:
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    state = FakeLLM()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield state
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def _provider_cfg(provider: str, fake: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> ModelConfig:
+    if importlib.util.find_spec(provider) is None:
+        pytest.skip(f"the {provider} SDK is not installed")
+    if provider == "ollama":
+        return ModelConfig(
+            provider="ollama", agent_id="writer", host=fake.url(), model_id="llama3",
+            temperature=0.3,
+        )  # fmt: skip
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    return ModelConfig(
+        provider="openai", agent_id="writer", host=fake.url("/v1"), model_id="gpt-4o",
+        temperature=0.3,
+    )  # fmt: skip
+
+
+PROVIDERS = ["ollama", "openai"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_reply_and_usage_come_from_the_server(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    reply = await call_agent(model, system_prompt="Be brief.", history=[], prompt="Say hello")
+
+    assert reply.text == REPLY
+    assert (reply.input_tokens, reply.output_tokens) == (PROMPT_TOKENS, COMPLETION_TOKENS)
+    assert reply.messages == [
+        {"role": "user", "content": [{"text": "Say hello"}]},
+        {"role": "assistant", "content": [{"text": REPLY}]},
+    ]
+    (request,) = fake_llm.requests
+    assert request["stream"] is True
+    sent = [(m["role"], _text(m["content"])) for m in request["messages"]]
+    assert sent == [("system", "Be brief."), ("user", "Say hello")]
+    if provider == "ollama":
+        assert (request["model"], request["options"]["temperature"]) == ("llama3", 0.3)
+    else:
+        assert (request["model"], request["temperature"]) == ("gpt-4o", 0.3)
+        assert request["stream_options"] == {"include_usage": True}
+        assert fake_llm.headers[0]["authorization"] == "Bearer test"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_history_is_sent_back_to_the_server(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    first = await call_agent(model, system_prompt=None, history=[], prompt="one")
+    second = await call_agent(model, system_prompt=None, history=first.messages, prompt="two")
+
+    sent = [(m["role"], _text(m["content"])) for m in fake_llm.requests[1]["messages"]]
+    assert sent == [("user", "one"), ("assistant", REPLY), ("user", "two")]
+    assert len(second.messages) == 4
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("failures", [[429], [503], [503, 429]])
+async def test_transient_statuses_are_retried_then_succeed(
+    provider: str, failures: list[int], fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    fake_llm.failures = list(failures)
+    reply = await call_agent(model, system_prompt=None, history=[], prompt="hi", retry=FAST_RETRY)
+
+    assert reply.text == REPLY
+    assert len(fake_llm.requests) == len(failures) + 1
+    # every attempt started from the same (empty) history
+    assert all(len(r["messages"]) == 1 for r in fake_llm.requests)
+    assert len(reply.messages) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_retries_run_out_and_the_provider_error_propagates(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    fake_llm.failures = [503, 503, 503, 503]
+    with pytest.raises(Exception) as info:
+        await call_agent(model, system_prompt=None, history=[], prompt="hi", retry=FAST_RETRY)
+    assert "503" in str(info.value) or getattr(info.value, "status_code", None) == 503
+    assert len(fake_llm.requests) == FAST_RETRY.attempts
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_permanent_errors_are_not_retried(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    fake_llm.failures = [400]
+    with pytest.raises(Exception) as info:
+        await call_agent(model, system_prompt=None, history=[], prompt="hi", retry=FAST_RETRY)
+    assert getattr(info.value, "status_code", None) == 400
+    assert len(fake_llm.requests) == 1
+
+
+def _text(content: Any) -> str:
+    """Message text whether the SDK sent a string (Ollama) or content parts (OpenAI)."""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)

@@ -1,0 +1,327 @@
+"""`build_model` per provider (settings land where the SDK reads them) and `is_transient`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+import pytest
+
+from scheduler.script import ScriptConfig, ScriptRule
+from sessions.errors import DurableError, ProviderError
+from worker.providers import SUPPORTED_PROVIDERS, ModelConfig, build_model, is_transient
+from worker.scripted_model import ScriptedModel
+
+SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 77}
+
+
+def _cfg(provider: str, **kw: Any) -> ModelConfig:
+    return ModelConfig(provider=provider, agent_id="writer", **kw)
+
+
+def _needs(module: str) -> Any:
+    return pytest.mark.skipif(
+        importlib.util.find_spec(module) is None, reason=f"{module} is not installed"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+
+
+# --- each provider builds with the right settings --------------------------------------
+
+
+@_needs("boto3")
+def test_bedrock() -> None:
+    model: Any = build_model(
+        _cfg("bedrock", model_id="anthropic.claude", region="eu-west-1", **SAMPLING)
+    )
+    assert type(model).__name__ == "BedrockModel"
+    config = model.get_config()
+    assert config["model_id"] == "anthropic.claude"
+    assert {k: config[k] for k in SAMPLING} == SAMPLING
+    assert model.client.meta.region_name == "eu-west-1"
+
+
+@_needs("boto3")
+def test_bedrock_host_is_the_endpoint_url() -> None:
+    model: Any = build_model(
+        _cfg("bedrock", model_id="m", region="us-east-1", host="https://vpce.example.com")
+    )
+    assert model.client.meta.endpoint_url == "https://vpce.example.com"
+
+
+@_needs("openai")
+def test_openai() -> None:
+    model: Any = build_model(_cfg("openai", model_id="gpt-4o", host="http://h:1/v1", **SAMPLING))
+    assert type(model).__name__ == "OpenAIModel"
+    config = model.get_config()  # Strands may add context_window_limit for known models
+    assert (config["model_id"], config["params"]) == ("gpt-4o", SAMPLING)
+    # the key stays with the SDK (read from the environment), retries stay with us
+    assert model.client_args == {"base_url": "http://h:1/v1", "max_retries": 0}
+
+
+@_needs("openai")
+def test_openai_without_host_uses_the_sdk_default_url() -> None:
+    model: Any = build_model(_cfg("openai", model_id="gpt-4o"))
+    assert model.client_args == {"max_retries": 0}
+    assert model.get_config()["params"] == {}
+
+
+@_needs("openai")
+def test_openai_without_api_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(ProviderError, match=r"'writer'.*OPENAI_API_KEY"):
+        build_model(_cfg("openai", model_id="gpt-4o"))
+
+
+@_needs("anthropic")
+def test_anthropic() -> None:
+    model: Any = build_model(_cfg("anthropic", model_id="claude-x", host="http://h:2", **SAMPLING))
+    assert type(model).__name__ == "AnthropicModel"
+    config = model.get_config()
+    assert (config["model_id"], config["max_tokens"]) == ("claude-x", 77)
+    assert config["params"] == {"temperature": 0.2, "top_p": 0.9}
+    assert str(model.client.base_url).rstrip("/") == "http://h:2"
+    assert model.client.max_retries == 0
+
+
+@_needs("anthropic")
+def test_anthropic_max_tokens_defaults_to_4096() -> None:
+    model: Any = build_model(_cfg("anthropic", model_id="claude-x"))
+    assert model.get_config()["max_tokens"] == 4096
+    assert model.get_config()["params"] == {}
+
+
+@_needs("ollama")
+def test_ollama() -> None:
+    model: Any = build_model(_cfg("ollama", model_id="llama3", host="http://h:3", **SAMPLING))
+    assert type(model).__name__ == "OllamaModel"
+    assert model.get_config() == {"model_id": "llama3", **SAMPLING}
+    assert model.host == "http://h:3"
+
+
+def test_llamacpp() -> None:
+    model: Any = build_model(_cfg("llamacpp", host="http://h:4", **SAMPLING))
+    assert type(model).__name__ == "LlamaCppModel"
+    assert model.get_config() == {"model_id": "default", "params": SAMPLING}
+    assert model.base_url == "http://h:4"
+
+
+@_needs("litellm")
+def test_litellm() -> None:
+    model: Any = build_model(_cfg("litellm", model_id="openai/gpt-4o", host="http://h:5"))
+    assert type(model).__name__ == "LiteLLMModel"
+    assert model.client_args == {"api_base": "http://h:5"}
+
+
+def test_scripted_defaults_to_an_empty_script() -> None:
+    model = build_model(_cfg("scripted"))
+    assert isinstance(model, ScriptedModel)
+    assert model.get_config() == {"agent_id": "writer", "script": ScriptConfig()}
+
+
+def test_scripted_uses_the_given_script() -> None:
+    script = ScriptConfig(delay_s=0.1, rules=(ScriptRule(reply="hi"),))
+    assert build_model(_cfg("scripted", script=script)).get_config()["script"] is script
+
+
+def test_each_build_returns_a_fresh_model() -> None:
+    # SDK clients bind to an event loop; a model must never be shared by accident.
+    assert build_model(_cfg("llamacpp")) is not build_model(_cfg("llamacpp"))
+
+
+# --- configuration errors ----------------------------------------------------------------
+
+
+def test_unknown_provider_lists_the_supported_ones() -> None:
+    with pytest.raises(ProviderError) as info:
+        build_model(_cfg("gpt5-magic"))
+    message = str(info.value)
+    assert "'writer'" in message and "'gpt5-magic'" in message
+    for name in ("bedrock", "openai", "anthropic", "ollama", "litellm", "llamacpp", "scripted"):
+        assert name in message
+    assert set(SUPPORTED_PROVIDERS) >= {"bedrock", "scripted", "llamacpp"}
+
+
+@pytest.mark.parametrize("provider", ["bedrock", "openai", "anthropic", "ollama", "litellm"])
+def test_missing_model_id_names_the_agent(provider: str) -> None:
+    with pytest.raises(
+        ProviderError, match=f"agent 'writer': provider '{provider}' needs a model_id"
+    ):
+        build_model(_cfg(provider))
+
+
+@pytest.mark.parametrize(
+    ("provider", "sdk", "module"),
+    [
+        ("bedrock", "boto3", "strands.models.bedrock"),
+        ("openai", "openai", "strands.models.openai"),
+        ("anthropic", "anthropic", "strands.models.anthropic"),
+        ("ollama", "ollama", "strands.models.ollama"),
+        ("litellm", "litellm", "strands.models.litellm"),
+    ],
+)
+def test_missing_sdk_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, provider: str, sdk: str, module: str
+) -> None:
+    # A None entry in sys.modules makes `import sdk` fail as if it were not installed;
+    # dropping the cached strands module forces it to be imported again.
+    monkeypatch.setitem(sys.modules, sdk, None)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(ProviderError) as info:
+        build_model(_cfg(provider, model_id="m"))
+    message = str(info.value)
+    assert f"provider {provider!r} is not available" in message
+    assert f"pip install 'strands-durable[{provider}]'" in message
+    assert "'writer'" in message
+    assert isinstance(info.value, DurableError)
+
+
+# --- is_transient ------------------------------------------------------------------------
+
+
+def _transient_cases() -> list[Any]:
+    from strands.types.exceptions import (
+        ContextWindowOverflowException,
+        EventLoopException,
+        ModelThrottledException,
+    )
+
+    cases: list[Any] = [
+        pytest.param(ModelThrottledException("slow down"), True, id="strands-throttled"),
+        pytest.param(ContextWindowOverflowException("too long"), False, id="strands-overflow"),
+        pytest.param(EventLoopException(ConnectionResetError()), True, id="wrapped-transient"),
+        pytest.param(EventLoopException(ValueError("bad")), False, id="wrapped-permanent"),
+        pytest.param(ConnectionRefusedError(), True, id="builtin-connection"),
+        pytest.param(TimeoutError(), True, id="builtin-timeout"),
+        pytest.param(ValueError("nope"), False, id="value-error"),
+        pytest.param(ProviderError("misconfigured"), False, id="provider-error"),
+        pytest.param(_chained(RuntimeError("outer"), ConnectionError()), True, id="cause-chain"),
+        pytest.param(_named("RateLimitError", "litellm.exceptions"), True, id="by-name-absent-pkg"),
+        pytest.param(_named("RateLimitError", "myapp.errors"), False, id="same-name-other-pkg"),
+        pytest.param(
+            _named("ReadTimeoutError", "botocore.exceptions", "HTTPClientError"),
+            True,
+            id="botocore-by-base-name",
+        ),
+    ]
+    cases += _httpx_cases() + _openai_cases() + _anthropic_cases()
+    cases += _ollama_cases() + _botocore_cases()
+    return cases
+
+
+def _chained(outer: BaseException, cause: BaseException) -> BaseException:
+    outer.__cause__ = cause
+    return outer
+
+
+def _named(name: str, module: str, base_name: str | None = None) -> BaseException:
+    """An exception whose class looks like `module.name` without importing `module`."""
+    bases: tuple[type, ...] = (Exception,)
+    if base_name:
+        bases = (type(base_name, (Exception,), {"__module__": module}),)
+    return type(name, bases, {"__module__": module})("simulated")
+
+
+def _httpx_cases() -> list[Any]:
+    import httpx
+
+    request = httpx.Request("POST", "http://127.0.0.1/x")
+
+    def status(code: int) -> BaseException:
+        response = httpx.Response(code, request=request)
+        return httpx.HTTPStatusError("status", request=request, response=response)
+
+    return [
+        pytest.param(httpx.ConnectError("refused"), True, id="httpx-connect"),
+        pytest.param(httpx.ReadTimeout("slow"), True, id="httpx-read-timeout"),
+        pytest.param(httpx.RemoteProtocolError("eof"), True, id="httpx-remote-protocol"),
+        pytest.param(httpx.UnsupportedProtocol("ftp"), False, id="httpx-bad-url"),
+        pytest.param(status(503), True, id="httpx-503"),
+        pytest.param(status(404), False, id="httpx-404"),
+    ]
+
+
+def _sdk_cases(sdk: Any, http: Any, prefix: str) -> list[Any]:
+    request = http.Request("POST", "http://127.0.0.1/v1")
+
+    def status(cls: Any, code: int) -> BaseException:
+        return cls("e", response=http.Response(code, request=request), body=None)
+
+    return [
+        pytest.param(status(sdk.RateLimitError, 429), True, id=f"{prefix}-429"),
+        pytest.param(status(sdk.InternalServerError, 500), True, id=f"{prefix}-500"),
+        pytest.param(status(sdk.APIStatusError, 503), True, id=f"{prefix}-503"),
+        pytest.param(status(sdk.APIStatusError, 501), False, id=f"{prefix}-501"),
+        pytest.param(status(sdk.BadRequestError, 400), False, id=f"{prefix}-400"),
+        pytest.param(status(sdk.AuthenticationError, 401), False, id=f"{prefix}-401"),
+        pytest.param(sdk.APIConnectionError(request=request), True, id=f"{prefix}-connection"),
+        pytest.param(sdk.APITimeoutError(request=request), True, id=f"{prefix}-timeout"),
+    ]
+
+
+def _openai_cases() -> list[Any]:
+    if importlib.util.find_spec("openai") is None:
+        return []
+    import openai
+
+    return _sdk_cases(openai, _http_module_of(openai), "openai")
+
+
+def _anthropic_cases() -> list[Any]:
+    if importlib.util.find_spec("anthropic") is None:
+        return []
+    import anthropic
+
+    cases = _sdk_cases(anthropic, _http_module_of(anthropic), "anthropic")
+    request = _http_module_of(anthropic).Request("POST", "http://127.0.0.1/v1")
+    overloaded = anthropic.APIStatusError(
+        "overloaded", response=_http_module_of(anthropic).Response(529, request=request), body=None
+    )
+    return [*cases, pytest.param(overloaded, True, id="anthropic-529")]
+
+
+def _http_module_of(sdk: Any) -> Any:
+    """The httpx flavour the SDK is built on (recent SDKs use the `httpx2` fork)."""
+    exceptions = sys.modules[f"{sdk.__name__}._exceptions"]
+    return getattr(exceptions, "httpx2", None) or exceptions.httpx
+
+
+def _ollama_cases() -> list[Any]:
+    if importlib.util.find_spec("ollama") is None:
+        return []
+    import ollama
+
+    return [
+        pytest.param(ollama.ResponseError("busy", 503), True, id="ollama-503"),
+        pytest.param(ollama.ResponseError("slow down", 429), True, id="ollama-429"),
+        pytest.param(ollama.ResponseError("model not found", 404), False, id="ollama-404"),
+        pytest.param(ollama.ResponseError("error inside the stream"), False, id="ollama-no-status"),
+    ]
+
+
+def _botocore_cases() -> list[Any]:
+    if importlib.util.find_spec("botocore") is None:
+        return []
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    def client_error(code: str) -> BaseException:
+        return ClientError({"Error": {"Code": code, "Message": code}}, "ConverseStream")
+
+    return [
+        pytest.param(client_error("ThrottlingException"), True, id="aws-throttling"),
+        pytest.param(client_error("ServiceUnavailableException"), True, id="aws-unavailable"),
+        pytest.param(client_error("ValidationException"), False, id="aws-validation"),
+        pytest.param(client_error("AccessDeniedException"), False, id="aws-denied"),
+        pytest.param(EndpointConnectionError(endpoint_url="https://x"), True, id="aws-endpoint"),
+        pytest.param(ReadTimeoutError(endpoint_url="https://x"), True, id="aws-read-timeout"),
+    ]
+
+
+@pytest.mark.parametrize(("error", "expected"), _transient_cases())
+def test_is_transient(error: BaseException, expected: bool) -> None:
+    assert is_transient(error) is expected

@@ -1,0 +1,150 @@
+"""The offline `scripted` provider, alone and through `call_agent` (a real Strands Agent)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from scheduler.script import ScriptConfig, ScriptRule
+from sessions.errors import ProviderError
+from worker.agent_call import call_agent
+from worker.scripted_model import ScriptedModel, count_words, last_user_text
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"text": text}]}
+
+
+async def _stream(model: ScriptedModel, messages: list[dict[str, Any]]) -> list[Any]:
+    return [event async for event in model.stream(messages)]  # type: ignore[arg-type]
+
+
+async def _reply(model: ScriptedModel, prompt: str) -> str:
+    return (await call_agent(model, system_prompt=None, history=[], prompt=prompt)).text
+
+
+RULES = ScriptConfig(
+    rules=(
+        ScriptRule(agent="writer", contains="poem", reply="writer-poem"),
+        ScriptRule(agent="writer", reply="writer-any"),
+        ScriptRule(contains="poem", reply="anyone-poem"),
+        ScriptRule(reply="catch-all"),
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "prompt", "expected"),
+    [
+        ("writer", "write a poem", "writer-poem"),  # agent + contains
+        ("writer", "write prose", "writer-any"),  # agent only
+        ("critic", "judge this poem", "anyone-poem"),  # contains only
+        ("critic", "judge this", "catch-all"),  # no conditions
+    ],
+)
+async def test_first_matching_rule_wins(agent_id: str, prompt: str, expected: str) -> None:
+    assert await _reply(ScriptedModel(agent_id, RULES), prompt) == expected
+
+
+async def test_rule_order_decides_between_overlapping_rules() -> None:
+    first = ScriptRule(contains="x", reply="first")
+    second = ScriptRule(contains="x", reply="second")
+    assert await _reply(ScriptedModel("a", ScriptConfig(rules=(first, second))), "x") == "first"
+    assert await _reply(ScriptedModel("a", ScriptConfig(rules=(second, first))), "x") == "second"
+
+
+async def test_default_reply_echoes_first_200_chars() -> None:
+    prompt = "word " * 100  # 500 chars
+    assert await _reply(ScriptedModel("echo"), "hello") == "echo: hello"
+    assert await _reply(ScriptedModel("echo"), prompt) == f"echo: {prompt[:200]}"
+
+
+async def test_stream_events_have_the_standard_shape() -> None:
+    events = await _stream(ScriptedModel("a"), [_user("one two three")])
+    assert [next(iter(e)) for e in events] == [
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+    ]
+    assert events[2] == {"contentBlockDelta": {"delta": {"text": "a: one two three"}}}
+    assert events[4] == {"messageStop": {"stopReason": "end_turn"}}
+    usage = events[5]["metadata"]["usage"]
+    assert usage == {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}
+    assert isinstance(events[5]["metadata"]["metrics"]["latencyMs"], int)
+
+
+async def test_prompt_is_the_last_user_message_only() -> None:
+    messages = [
+        _user("an older question with many words in it"),
+        {"role": "assistant", "content": [{"text": "old answer"}]},
+        _user("new question"),
+    ]
+    assert last_user_text(messages) == "new question"  # type: ignore[arg-type]
+    events = await _stream(ScriptedModel("a"), messages)
+    assert events[2]["contentBlockDelta"]["delta"]["text"] == "a: new question"
+    assert events[5]["metadata"]["usage"]["inputTokens"] == 2
+
+
+async def test_token_counts_are_deterministic_word_counts() -> None:
+    script = ScriptConfig(rules=(ScriptRule(reply="  five words   of reply text "),))
+    model = ScriptedModel("a", script)
+    first = await call_agent(model, system_prompt="sys", history=[], prompt="  a b\tc\nd ")
+    second = await call_agent(model, system_prompt="sys", history=[], prompt="  a b\tc\nd ")
+    assert (first.input_tokens, first.output_tokens) == (4, 5)
+    assert (second.input_tokens, second.output_tokens) == (4, 5)
+    assert count_words("") == 0
+    assert first.messages == second.messages  # no random ids in the committed history
+
+
+async def test_delay_is_honoured() -> None:
+    model = ScriptedModel("slow", ScriptConfig(delay_s=0.2))
+    started = time.perf_counter()
+    await _reply(model, "hi")
+    assert time.perf_counter() - started >= 0.2
+
+
+async def test_conversation_grows_when_history_is_passed_back() -> None:
+    model = ScriptedModel("a")
+    first = await call_agent(model, system_prompt="be brief", history=[], prompt="one")
+    second = await call_agent(model, system_prompt="be brief", history=first.messages, prompt="two")
+    assert [m["role"] for m in first.messages] == ["user", "assistant"]
+    assert [m["role"] for m in second.messages] == ["user", "assistant"] * 2
+    assert second.messages[:2] == first.messages
+    assert second.messages[3]["content"] == [{"text": "a: two"}]
+    # usage is for this call only, not the whole conversation
+    assert (second.input_tokens, second.output_tokens) == (1, 2)
+    json.dumps(second.messages)  # JSON-serialisable as committed
+    assert all(set(m) == {"role", "content"} for m in second.messages)
+
+
+async def test_history_passed_in_is_not_mutated() -> None:
+    history = [_user("q"), {"role": "assistant", "content": [{"text": "a"}]}]
+    snapshot = json.loads(json.dumps(history))
+    await call_agent(ScriptedModel("a"), system_prompt=None, history=history, prompt="next")
+    assert history == snapshot
+
+
+def test_config_round_trip_and_unknown_keys() -> None:
+    model = ScriptedModel("a")
+    assert model.get_config() == {"agent_id": "a", "script": ScriptConfig()}
+    model.update_config(agent_id="b", script=RULES)
+    assert model.get_config() == {"agent_id": "b", "script": RULES}
+    with pytest.raises(ProviderError, match="unknown config keys"):
+        model.update_config(temperature=0.5)
+
+
+async def test_structured_output_is_a_clear_provider_error() -> None:
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        x: int
+
+    with pytest.raises(ProviderError, match="structured output is not supported"):
+        async for _ in ScriptedModel("a").structured_output(Out, []):
+            pass
