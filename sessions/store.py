@@ -225,10 +225,7 @@ class Store:
         sid = job.session_id
         shard = k.shard(sid)
         lane = job.conversation_lane
-        if req.replace_conversation:
-            mode = "replace"
-        else:
-            mode = "append" if req.new_messages else "none"
+        mode = "replace" if req.replace_conversation else "append" if req.new_messages else "none"
         checkpoint = dumps({"step": job.key, "attempt": job.attempt, "at": req.now_iso,
                             "status": req.status.value, "state": req.state,
                             "type": "step", "clean": True})
@@ -251,8 +248,9 @@ class Store:
             return CommitOutcome("conflict", int(_decode(res[1]) or 0))
         return CommitOutcome(verdict)  # type: ignore[arg-type]
 
-    async def fail_step(self, job: StepJob, entry_id: str, consumer: str, *, retry_at_ms: int | None,
-                        error: str, events: Sequence[Event], now_iso: str, now_ms: int) -> str:
+    async def fail_step(self, job: StepJob, entry_id: str, consumer: str, *,
+                        retry_at_ms: int | None, error: str, events: Sequence[Event],
+                        now_iso: str, now_ms: int) -> str:
         k, sid = self.keys, job.session_id
         shard = k.shard(sid)
         res = await self.scripts.fail_step(
@@ -292,7 +290,8 @@ class Store:
                               error: str) -> None:
         """Park an entry that is not a step job at all (nothing to fail but the entry)."""
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.keys.dead(shard), {**fields, "entry": entry_id, "error": error})
+            parked: dict[Any, Any] = {**fields, "entry": entry_id, "error": error}
+            pipe.xadd(self.keys.dead(shard), parked)
             pipe.xack(self.keys.stream(shard), CONSUMER_GROUP, entry_id)
             pipe.xdel(self.keys.stream(shard), entry_id)
             await pipe.execute()

@@ -9,12 +9,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
-from fleet import Fleet  # noqa: E402
-from helpers import RedisServer, random_prefix, start_redis  # noqa: E402
+from fleet import Fleet
+from helpers import RedisServer, random_prefix, start_redis
 
-from sessions.connect import open_store  # noqa: E402
-from sessions.settings import DurableSettings  # noqa: E402
-from sessions.store import Store  # noqa: E402
+from sessions.connect import open_store
+from sessions.settings import DurableSettings
+from sessions.store import Store
 
 
 @pytest.fixture(scope="session")

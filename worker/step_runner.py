@@ -108,7 +108,7 @@ class StepRunner:
             return
         except asyncio.CancelledError:
             raise  # shutdown: the entry stays pending and another worker reclaims it
-        except Exception as exc:  # noqa: BLE001 - any failure of a step is recorded
+        except Exception as exc:
             await self._fail(shard, entry_id, spec, job, exc)
             return
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet
-
 from helpers import EXAMPLES, wait_for_sync
 
 pytestmark = pytest.mark.e2e

@@ -86,7 +86,7 @@ async def test_commit_writes_everything_once(store: Store) -> None:
     # The entry is acknowledged and removed; the next step is on the stream.
     pending = await store.redis.xpending(store.keys.stream(0), CONSUMER_GROUP)
     assert pending["pending"] == 0
-    entry2, job2 = await deliver(store)
+    _entry2, job2 = await deliver(store)
     assert job2.key == "step:1"
 
 
