@@ -898,3 +898,13 @@ def test_load_script_file_rejects_bad_content(
     assert info.value.source == str(file)
     assert info.value.path == path
     assert problem in info.value.problem
+
+
+def test_readable_schema_is_valid_and_has_no_one_of() -> None:
+    from jsonschema import Draft202012Validator
+
+    from scheduler import loader
+
+    schema = loader._readable_schema()
+    Draft202012Validator.check_schema(schema)
+    assert '"oneOf"' not in json.dumps(schema)

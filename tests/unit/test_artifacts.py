@@ -1,0 +1,24 @@
+from pathlib import Path
+
+import pytest
+
+from scheduler.artifacts import ArtifactPathError, safe_target, write_artifacts
+
+
+@pytest.mark.parametrize("name", ["../escape.md", "/etc/passwd", "a/../../b.md", "", "  "])
+def test_paths_outside_the_output_dir_are_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ArtifactPathError):
+        safe_target(tmp_path, name)
+
+
+def test_nested_paths_are_created_inside(tmp_path: Path) -> None:
+    written = write_artifacts({"./reports/a.md": "A", "b.md": "B"}, tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == ["b.md",
+                                                                           "reports/a.md"]
+    assert (tmp_path / "reports" / "a.md").read_text() == "A"
+
+
+def test_one_bad_path_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactPathError):
+        write_artifacts({"good.md": "ok", "../bad.md": "no"}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,71 @@
+"""`durable run`, the embedded default: in-process store and worker, no server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from api.cli import app
+from helpers import EXAMPLES
+
+runner = CliRunner()
+
+
+def run(*args: str) -> object:
+    env = {k: v for k, v in os.environ.items() if k != "DURABLE_REDIS_URL"}
+    return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+
+
+def test_run_example_prints_progress_and_final_response(tmp_path: Path,
+                                                        monkeypatch) -> None:
+    monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
+    result = run("run", str(EXAMPLES / "chain-research.yaml"), "--var", "topic=tidal power",
+                 "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert sum("✓ step:" in line for line in lines) == 3
+    assert "completed" in result.output
+    assert "oversight is the lever" in result.output
+    report = (tmp_path / "tidal-power-report.md").read_text()
+    assert report.startswith("# Research report: tidal power")
+
+
+def test_run_with_provider_override_and_script(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
+    script = tmp_path / "rules.yaml"
+    script.write_text("rules:\n  - agent: writer\n    reply: SCRIPTED-FINAL\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text((EXAMPLES / "chain-research.yaml").read_text()
+                    .replace("provider: scripted", "provider: ollama"))
+    result = run("run", str(spec), "--provider", "scripted", "--script", str(script))
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith("SCRIPTED-FINAL")
+
+
+def test_bad_spec_is_one_clear_message(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text((EXAMPLES / "chain-research.yaml").read_text()
+                    .replace("{{ steps[1].response }}\n          Write",
+                             "{{ stepz[1].response }}\n          Write"))
+    result = run("run", str(spec))
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "pattern.config.steps[2].input" in result.output
+    assert "stepz" in result.output and "Traceback" not in result.output
+
+
+def test_missing_file_and_bad_var(tmp_path: Path) -> None:
+    missing = run("run", str(tmp_path / "nope.yaml"))
+    assert missing.exit_code == 2 and "nope.yaml" in missing.output
+    bad_var = run("run", str(EXAMPLES / "chain-research.yaml"), "--var", "novalue")
+    assert bad_var.exit_code == 2 and "novalue" in bad_var.output
+
+
+def test_artifact_escaping_out_dir_is_refused_before_running(tmp_path: Path) -> None:
+    spec = tmp_path / "escape.yaml"
+    spec.write_text((EXAMPLES / "chain-research.yaml").read_text().replace(
+        'path: "{{ topic | replace(\' \', \'-\') }}-report.md"', "path: ../../escape.md"))
+    result = run("run", str(spec), "--out", str(tmp_path / "out"))
+    assert result.exit_code != 0 and "escapes the output dir" in result.output
+    assert not (tmp_path / "escape.md").exists()
