@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.script import ScriptConfig, ScriptRule
 from sessions.errors import ProviderError
-from worker.agent_call import call_agent
+from worker.agent_call import RetryPolicy, call_agent
 from worker.scripted_model import ScriptedModel, count_words, last_user_text
 
 
@@ -148,3 +148,60 @@ async def test_structured_output_is_a_clear_provider_error() -> None:
     with pytest.raises(ProviderError, match="structured output is not supported"):
         async for _ in ScriptedModel("a").structured_output(Out, []):
             pass
+
+
+# --- call_agent's in-place retries, with a scripted model that fails on demand -----------
+
+
+class FlakyModel(ScriptedModel):
+    """Raises the queued errors first, then answers like a scripted model."""
+
+    def __init__(self, errors: list[Exception]) -> None:
+        super().__init__("flaky")
+        self.errors = errors
+        self.seen: list[int] = []  # conversation length at each attempt
+
+    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(len(messages))
+        if self.errors:
+            raise self.errors.pop(0)
+        async for event in super().stream(messages, *args, **kwargs):
+            yield event
+
+
+FAST = RetryPolicy(attempts=3, wait_min_s=0.001, wait_max_s=0.01)
+
+
+async def test_transient_errors_are_retried_from_the_same_history() -> None:
+    from strands.types.exceptions import ModelThrottledException
+
+    model = FlakyModel([ModelThrottledException("slow down"), ConnectionResetError()])
+    history = [_user("q"), {"role": "assistant", "content": [{"text": "a"}]}]
+    reply = await call_agent(model, system_prompt=None, history=history, prompt="p", retry=FAST)
+    assert reply.text == "flaky: p"
+    assert model.seen == [3, 3, 3]
+    assert len(reply.messages) == 4
+
+
+async def test_last_transient_error_propagates_unchanged() -> None:
+    error = ConnectionResetError("gone")
+    model = FlakyModel([ConnectionResetError(), ConnectionResetError(), error])
+    with pytest.raises(ConnectionResetError) as info:
+        await call_agent(model, system_prompt=None, history=[], prompt="p", retry=FAST)
+    assert info.value is error
+    assert len(model.seen) == 3
+
+
+async def test_permanent_errors_are_not_retried() -> None:
+    model = FlakyModel([ValueError("bad request")])
+    with pytest.raises(ValueError, match="bad request"):
+        await call_agent(model, system_prompt=None, history=[], prompt="p", retry=FAST)
+    assert len(model.seen) == 1
+
+
+def test_retry_policy_is_validated() -> None:
+    assert RetryPolicy() == RetryPolicy(attempts=3, wait_min_s=0.5, wait_max_s=8.0)
+    with pytest.raises(ValueError, match="attempts"):
+        RetryPolicy(attempts=0)
+    with pytest.raises(ValueError, match="wait_min_s"):
+        RetryPolicy(wait_min_s=2, wait_max_s=1)

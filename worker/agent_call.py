@@ -1,0 +1,126 @@
+"""One model turn of a step: restore an agent's conversation, call it, collect the reply.
+
+A fresh Strands `Agent` is built per attempt from the committed history, so a retried
+attempt starts from exactly the same conversation and the caller's history is never
+mutated. Transient provider errors are retried here (tenacity); anything else, and the
+last transient error once attempts run out, propagates unchanged to the durable layer.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from strands import Agent
+from strands.agent.agent_result import AgentResult
+from strands.models.model import Model
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from worker.providers import is_transient
+
+logger = logging.getLogger(__name__)
+
+# Keys Strands adds to each message that are not needed to restore a conversation:
+# `tracking_id` is a random UUID (it would make committed history non-deterministic)
+# and `metadata` holds per-turn usage, only used by Strands as an estimation baseline.
+_VOLATILE_MESSAGE_KEYS = ("tracking_id", "metadata")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """In-place retries of transient provider errors: exponential backoff, full jitter."""
+
+    attempts: int = 3
+    wait_min_s: float = 0.5
+    wait_max_s: float = 8.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {self.attempts}")
+        if not 0 <= self.wait_min_s <= self.wait_max_s:
+            raise ValueError("RetryPolicy needs 0 <= wait_min_s <= wait_max_s")
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    messages: list[dict[str, Any]]  # the full conversation after the call, JSON-ready
+
+
+async def call_agent(
+    model: Model,
+    *,
+    system_prompt: str | None,
+    history: list[dict[str, Any]],
+    prompt: str,
+    retry: RetryPolicy | None = None,
+) -> AgentReply:
+    """Run one agent turn on `model`, retrying transient errors per `retry` (default policy)."""
+    policy = retry if retry is not None else RetryPolicy()
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.attempts),
+        wait=wait_random_exponential(
+            multiplier=policy.wait_min_s, min=policy.wait_min_s, max=policy.wait_max_s
+        ),
+        retry=retry_if_exception(is_transient),
+        before_sleep=_log_retry,
+        reraise=True,  # the caller sees the provider's own exception, not RetryError
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await _call_once(model, system_prompt, history, prompt)
+    raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+
+async def _call_once(
+    model: Model, system_prompt: str | None, history: list[dict[str, Any]], prompt: str
+) -> AgentReply:
+    agent = Agent(
+        model=model,
+        system_prompt=system_prompt,
+        # Strands mutates the list and its messages in place (tracking ids): copy.
+        messages=copy.deepcopy(history),  # type: ignore[arg-type]
+        callback_handler=None,  # no printing to stdout
+        # Strands' own throttling retry (6 attempts, 4 s..240 s) would hide errors
+        # from our policy and hold the step for minutes: one retry layer only.
+        retry_strategy=None,
+    )
+    result = await agent.invoke_async(prompt)
+    usage = result.metrics.accumulated_usage
+    return AgentReply(
+        text=_reply_text(result),
+        input_tokens=int(usage.get("inputTokens", 0)),
+        output_tokens=int(usage.get("outputTokens", 0)),
+        messages=[_restorable(message) for message in agent.messages],
+    )
+
+
+def _reply_text(result: AgentResult) -> str:
+    """The text blocks of the final assistant message, joined (no trailing newline)."""
+    blocks = result.message.get("content", [])
+    return "\n".join(block["text"] for block in blocks if "text" in block)
+
+
+def _restorable(message: Any) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if key not in _VOLATILE_MESSAGE_KEYS}
+
+
+def _log_retry(state: RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome is not None else None
+    wait_s = state.next_action.sleep if state.next_action is not None else 0.0
+    logger.warning(
+        "transient model error on attempt %d, retrying in %.2fs: %r",
+        state.attempt_number,
+        wait_s,
+        error,
+    )

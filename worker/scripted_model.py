@@ -1,0 +1,106 @@
+"""`ScriptedModel`: a deterministic offline Strands model driven by a `ScriptConfig`.
+
+It lets examples, tests and benchmarks run whole workflows without a network: the
+reply is chosen by the script's rules on (agent id, prompt), and token usage is a
+word count, so two runs of the same session report the same numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from strands.models.model import Model
+from strands.types.content import Messages
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+from scheduler.script import ScriptConfig
+from sessions.errors import ProviderError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def count_words(text: str) -> int:
+    """The scripted provider's token count: whitespace-separated words."""
+    return len(text.split())
+
+
+def last_user_text(messages: Messages) -> str:
+    """Text of the most recent user message (the prompt of this turn), or ''."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return "".join(block["text"] for block in message["content"] if "text" in block)
+    return ""
+
+
+class ScriptedModel(Model):
+    """A Strands model whose replies come from `script.reply_for(agent_id, prompt)`."""
+
+    def __init__(self, agent_id: str, script: ScriptConfig | None = None) -> None:
+        self.agent_id = agent_id
+        self.script = script if script is not None else ScriptConfig()
+
+    def update_config(self, **model_config: Any) -> None:
+        # Only the two constructor settings exist; anything else is a caller bug.
+        unknown = set(model_config) - {"agent_id", "script"}
+        if unknown:
+            raise ProviderError(f"scripted model: unknown config keys {sorted(unknown)}")
+        self.agent_id = model_config.get("agent_id", self.agent_id)
+        self.script = model_config.get("script", self.script)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "script": self.script}
+
+    async def structured_output(
+        self,
+        output_model: type[T],
+        prompt: Messages,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        raise ProviderError(
+            f"scripted model (agent {self.agent_id!r}): structured output is not supported"
+        )
+        yield {}  # pragma: no cover  - makes this an async generator like the base API
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        started = time.perf_counter()
+        prompt = last_user_text(messages)
+        reply = self.script.reply_for(self.agent_id, prompt)
+        if self.script.delay_s > 0:
+            await asyncio.sleep(self.script.delay_s)
+        for event in _reply_events(reply):
+            yield event
+        input_tokens, output_tokens = count_words(prompt), count_words(reply)
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        yield {
+            "metadata": {
+                "usage": {
+                    "inputTokens": input_tokens,
+                    "outputTokens": output_tokens,
+                    "totalTokens": input_tokens + output_tokens,
+                },
+                "metrics": {"latencyMs": latency_ms},
+            }
+        }
+
+
+def _reply_events(text: str) -> list[StreamEvent]:
+    """The Strands stream events of one assistant text message that ends the turn."""
+    return [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockStart": {"start": {}}},
+        {"contentBlockDelta": {"delta": {"text": text}}},
+        {"contentBlockStop": {}},
+        {"messageStop": {"stopReason": "end_turn"}},
+    ]
