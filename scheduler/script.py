@@ -16,7 +16,9 @@ class ScriptRule(BaseModel):
 
     agent: str | None = None
     contains: str | None = None
-    reply: str
+    reply: str = ""
+    # Instead of replying, fail the call with this message: offline failure drills.
+    error: str | None = None
 
     def matches(self, agent_id: str, prompt: str) -> bool:
         if self.agent is not None and self.agent != agent_id:
@@ -30,8 +32,18 @@ class ScriptConfig(BaseModel):
     delay_s: float = Field(default=0.0, ge=0.0)
     rules: tuple[ScriptRule, ...] = ()
 
+    def rule_for(self, agent_id: str, prompt: str) -> ScriptRule | None:
+        return next((r for r in self.rules if r.matches(agent_id, prompt)), None)
+
     def reply_for(self, agent_id: str, prompt: str) -> str:
-        for rule in self.rules:
-            if rule.matches(agent_id, prompt):
-                return rule.reply
-        return f"{agent_id}: {prompt[:200]}"
+        """The reply; raises ScriptedFailure when the matching rule says `error`."""
+        rule = self.rule_for(agent_id, prompt)
+        if rule is None:
+            return f"{agent_id}: {prompt[:200]}"
+        if rule.error is not None:
+            raise ScriptedFailure(f"scripted error for agent {agent_id}: {rule.error}")
+        return rule.reply
+
+
+class ScriptedFailure(RuntimeError):
+    """A scripted provider call that the rules say must fail (not transient)."""

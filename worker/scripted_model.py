@@ -76,9 +76,9 @@ class ScriptedModel(Model):
     ) -> AsyncGenerator[StreamEvent, None]:
         started = time.perf_counter()
         prompt = last_user_text(messages)
-        reply = self.script.reply_for(self.agent_id, prompt)
         if self.script.delay_s > 0:
             await asyncio.sleep(self.script.delay_s)
+        reply = self.script.reply_for(self.agent_id, prompt)
         for event in _reply_events(reply):
             yield event
         input_tokens, output_tokens = count_words(prompt), count_words(reply)

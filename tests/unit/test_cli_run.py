@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from helpers import EXAMPLES
 from typer.testing import CliRunner
 
 from api.cli import app
-from helpers import EXAMPLES
 
 runner = CliRunner()
 

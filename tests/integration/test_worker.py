@@ -1,0 +1,98 @@
+"""An in-process worker on a real redis-server: retries, failures, conversations."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from helpers import wait_for
+
+from scheduler.loader import load_spec_text
+from scheduler.start import start_session
+from scheduler.status import session_status
+from sessions.models import SessionStatus
+from sessions.settings import DurableSettings
+from sessions.store import Store
+from worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+SPEC = """
+version: 0
+name: flaky
+runtime:
+  provider: scripted
+  failure_policy: {retries: 2, backoff: constant, wait_min: 0, wait_max: 0}
+  script:
+    rules:
+      - {agent: writer, error: "upstream said no"}
+agents:
+  a: {prompt: "You are a."}
+  writer: {prompt: "You write."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "one"}
+      - {agent: a, input: "two after {{ last_response }}"}
+      - {agent: writer, input: "three"}
+"""
+
+
+@pytest.fixture
+async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
+    c = StepConsumer(settings, store)
+    await c.start()
+    yield c
+    await c.stop(grace_s=0)
+
+
+async def ended(store: Store, sid: str) -> bool:
+    return (await store.get_session(sid)).status != SessionStatus.RUNNING
+
+
+async def test_failed_step_is_retried_then_fails_the_session_naming_it(
+        store: Store, consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(SPEC, "flaky.yaml"))
+    await wait_for(lambda: ended(store, sid), what="session to end")
+    status = await session_status(store, sid)
+    assert status["status"] == "failed"
+    assert "step step:2 (agent writer) failed on attempt 3" in status["error"]
+    assert "upstream said no" in status["error"]
+    events = [f for _, f in await store.events(sid)]
+    kinds = Counter((f["type"], f["step"]) for f in events)
+    assert kinds[("step_failed", "step:2")] == 3
+    assert kinds[("step_retried", "step:2")] == 2
+    # The committed steps before it were not run again.
+    assert kinds[("step_completed", "step:0")] == kinds[("step_completed", "step:1")] == 1
+    assert kinds[("step_started", "step:0")] == 1
+    assert [h["index"] for h in status["pattern_state"]["step_history"]] == [0, 1]
+
+
+async def test_conversation_per_agent_is_committed_with_each_step(
+        store: Store, consumer: StepConsumer) -> None:
+    spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    sid, _ = await start_session(store, load_spec_text(spec, "ok.yaml"))
+    await wait_for(lambda: ended(store, sid), what="session to end")
+    assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
+    a_turns = await store.conversation(sid, "a", 100)
+    assert [m["role"] for m in a_turns] == ["user", "assistant"] * 2
+    assert a_turns[2]["content"][0]["text"] == "two after ok"
+    assert len(await store.conversation(sid, "writer", 100)) == 2
+    usage = (await store.get_session(sid)).token_usage
+    assert set(usage.by_agent) == {"a", "writer"}
+    assert usage.total_input_tokens == 1 + 3 + 1  # words of each step's input
+
+
+async def test_template_error_at_run_time_fails_without_retry(
+        store: Store, consumer: StepConsumer) -> None:
+    spec = SPEC.replace('"three"', '"three {{ steps[7].response }}"').replace(
+        '- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    sid, _ = await start_session(store, load_spec_text(spec, "bad-index.yaml"))
+    await wait_for(lambda: ended(store, sid), what="session to end")
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.FAILED
+    assert "pattern.config.steps[2].input" in (record.error or "")
+    types = [f["type"] for _, f in await store.events(sid)]
+    assert "step_retried" not in types
