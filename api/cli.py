@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scheduler.loader import LoadedSpec, load_script_file, load_spec_file, parse_var_args
@@ -42,7 +43,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False, markup=True)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
