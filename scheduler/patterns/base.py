@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.spec import Spec
+from scheduler.spec import HitlStep, Spec
 from scheduler.templates import render
 from sessions.models import SessionStatus, StepJob, StepResult
 
@@ -47,6 +47,25 @@ def agent_job(ctx: PlanContext, *, key: str, agent: str, input_template: str | N
         input=render(input_template or "", context, where),
         system_prompt=render(prompt, context, f"agents.{agent}.prompt"),
         lane=lane, meta=dict(meta or {}),
+    )
+
+
+HITL_AGENT = "hitl"
+
+
+def hitl_job(ctx: PlanContext, *, key: str, step: HitlStep, context: Mapping[str, Any],
+             where: str, meta: Mapping[str, Any] | None = None) -> StepJob:
+    """A human-in-the-loop step. The worker never runs it: scheduling one pauses the
+    session until a response (or, after `timeout_seconds`, the default) is committed
+    as this step's result, with agent "hitl"."""
+    return StepJob(
+        session_id=ctx.session_id, key=key, agent=HITL_AGENT, kind="hitl",
+        input=render(step.prompt, context, f"{where}.prompt"),
+        meta={**(meta or {}),
+              "prompt": render(step.prompt, context, f"{where}.prompt"),
+              "context_display": render(step.context_display or "", context,
+                                        f"{where}.context_display"),
+              "default": step.default, "timeout_seconds": step.timeout_seconds or 0},
     )
 
 
