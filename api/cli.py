@@ -230,6 +230,55 @@ def history(session_id: str, as_json: JsonOpt = False) -> None:
     out.print(table)
 
 
+# -- control -----------------------------------------------------------------------
+@app.command()
+def pause(session_id: str) -> None:
+    """Pause at the next step boundary: running steps finish and commit."""
+    from scheduler.control import pause as do_pause
+
+    new = run_async(with_store(lambda store: do_pause(store, session_id)))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
+@app.command()
+def cancel(session_id: str) -> None:
+    """Stop scheduling and mark the session cancelled."""
+    from scheduler.control import cancel as do_cancel
+
+    new = run_async(with_store(lambda store: do_cancel(store, session_id)))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
+@app.command()
+def resume(
+    session_id: str,
+    hitl_response: Annotated[str | None, typer.Option(
+        help="The answer to the human-in-the-loop step the session waits for.")] = None,
+    var: VarOpt = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Raise a budget, e.g. budgets.max_tokens=20000.")] = None,
+    spec: Annotated[Path | None, typer.Option(
+        help="Continue with this spec; a changed hash is reported.")] = None,
+) -> None:
+    """Continue a paused or failed session: failed steps run again, nothing committed
+    re-runs, token usage keeps accumulating."""
+    from scheduler.control import parse_budget_sets
+    from scheduler.control import resume as do_resume
+
+    async def body(store: Store) -> str:
+        new_spec = load_spec_file(spec) if spec else None
+        outcome = await do_resume(
+            store, session_id, hitl_response=hitl_response,
+            variables=parse_var_args(var or []),
+            budget_sets=parse_budget_sets(parse_var_args(set_ or [])), new_spec=new_spec)
+        for note in outcome.notes:
+            err.print(note, highlight=False)
+        return outcome.status
+
+    new = run_async(with_store(body))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
 # -- sessions ------------------------------------------------------------------------
 @sessions_app.command("list")
 def sessions_list(

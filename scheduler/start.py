@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 
+from scheduler.advance import timeout_job, waiting_entry
 from scheduler.loader import LoadedSpec
 from scheduler.patterns import PlanContext, planner_for
 from sessions.errors import SpecError
-from sessions.models import SessionStatus, now_iso, now_ms
+from sessions.models import SessionStatus, StepJob, now_iso, now_ms
 from sessions.store import NewSession, Store
 
 
@@ -28,6 +29,16 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
     decision = planner.start(PlanContext(spec=loaded.spec, variables=loaded.variables,
                                          state={}, results={}))
     text = spec_json(loaded)
+    created_ms = now_ms()
+    runnable = tuple(j for j in decision.schedule if j.kind != "hitl")
+    waiting = [waiting_entry(j, created_ms) for j in decision.schedule if j.kind == "hitl"]
+    status = SessionStatus.RUNNING if decision.status == SessionStatus.COMPLETED \
+        else decision.status
+    paused_reason = ""
+    if waiting and not runnable and status == SessionStatus.RUNNING:
+        status = SessionStatus.PAUSED
+        paused_reason = f"waiting for human input at {waiting[0]['step']}: " \
+                        f"{waiting[0]['prompt']}"
     return NewSession(
         workflow_name=loaded.spec.name,
         pattern_type=pattern,
@@ -38,13 +49,16 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
         source=loaded.source,
         variables=dict(loaded.variables),
         state=decision.state,
-        jobs=decision.schedule,
-        status=decision.status if decision.status != SessionStatus.COMPLETED
-        else SessionStatus.RUNNING,
+        jobs=runnable,
+        status=status,
         created_at=now_iso(),
-        created_ms=now_ms(),
+        created_ms=created_ms,
         idempotency_key=idempotency_key,
         error=decision.reason,
+        paused_reason=paused_reason,
+        waiting=waiting,
+        timers=[(w["timeout_at_ms"], timeout_job(StepJob.from_json(w["job"])))
+                for w in waiting if w["timeout_at_ms"]],
     )
 
 

@@ -12,7 +12,7 @@ from redis.commands.core import AsyncScript
 
 _NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
-    "promote_timers", "delete", "lock_release", "lock_extend",
+    "promote_timers", "delete", "lock_release", "lock_extend", "control",
 )
 
 
@@ -34,6 +34,7 @@ class Scripts:
     delete: AsyncScript
     lock_release: AsyncScript
     lock_extend: AsyncScript
+    control: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:

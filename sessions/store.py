@@ -44,6 +44,9 @@ class NewSession:
     created_ms: int
     idempotency_key: str | None = None
     error: str = ""
+    paused_reason: str = ""
+    waiting: Sequence[dict[str, Any]] = ()
+    timers: Sequence[tuple[int, StepJob]] = ()
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,8 @@ class SessionRecord:
 
 
 # Fields the worker needs to run and plan a step (returned by the gate script).
-GATE_FIELDS = ("version", "state", "variables", "spec_digest", "pattern_type",
-               "started_ms", "tokens_in", "tokens_out", "steps")
+GATE_FIELDS = ("version", "state", "variables", "spec_digest", "pattern_type", "started_ms",
+               "tokens_in", "tokens_out", "steps", "waiting", "budget_overrides")
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,9 @@ class CommitRequest:
     events: Sequence[Event] = ()
     now_iso: str = ""
     now_ms: int = 0
+    # Human-in-the-loop steps still unanswered after this commit, and their timeouts.
+    waiting: Sequence[dict[str, Any]] = ()
+    timers: Sequence[tuple[int, StepJob]] = ()
 
 
 @dataclass(frozen=True)
@@ -182,22 +188,25 @@ class Store:
             "spec_digest": new.spec_digest, "source": new.source,
             "variables": dumps(new.variables), "state": dumps(new.state),
             "created_at": new.created_at, "updated_at": new.created_at,
-            "started_ms": new.created_ms, "error": new.error, "paused_reason": "",
+            "started_ms": new.created_ms, "error": new.error,
+            "paused_reason": new.paused_reason,
+            "waiting": dumps([{**w, "job": _with_sid(w["job"], sid)} for w in new.waiting]),
             "tokens_in": 0, "tokens_out": 0, "steps": 0, "shard": shard,
             "idempotency_key": new.idempotency_key or "",
         }
         events = [Event("session_started", at=new.created_at).to_fields()]
         events += [Event("step_scheduled", step=j.key, attempt=j.attempt,
                          at=new.created_at).to_fields() for j in jobs]
-        if new.status == SessionStatus.FAILED:
-            events.append(Event("session_failed", at=new.created_at,
-                                detail=new.error).to_fields())
+        if new.status != SessionStatus.RUNNING:
+            events.append(Event(f"session_{new.status.value}", at=new.created_at,
+                                detail=new.error or new.paused_reason).to_fields())
         idem_key = k.idempotency(shard, new.idempotency_key or "-")
         res = await self.scripts.create(
             keys=[k.meta(sid), idem_key, k.events(sid), k.stream(shard), k.held(sid),
-                  *self._index_keys(shard)],
+                  k.timers(shard), *self._index_keys(shard)],
             args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
-                  new.idempotency_key or "", new.created_ms, new.status.value],
+                  new.idempotency_key or "", new.created_ms, new.status.value,
+                  dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers])],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
         return found, verdict == "created"
@@ -211,7 +220,7 @@ class Store:
             keys=[k.meta(sid), k.stream(shard), k.held(sid), k.results(sid), k.order(sid),
                   k.events(sid)],
             args=[CONSUMER_GROUP, consumer, entry_id, job.key, job.to_json(), known_results,
-                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS))],
+                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS)), job.kind],
         )
         verdict = _decode(res[0])
         if verdict != "run":
@@ -232,14 +241,16 @@ class Store:
         res = await self.scripts.commit(
             keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
                   k.conversation(sid, lane), k.conversations(sid), k.artifacts(sid),
-                  k.checkpoints(sid), k.held(sid), *self._index_keys(shard)],
+                  k.checkpoints(sid), k.held(sid), k.timers(shard), *self._index_keys(shard)],
             args=[sid, job.key, req.entry_id, CONSUMER_GROUP, req.consumer,
                   req.expected_version, req.result.to_json(), dumps(req.state),
                   req.status.value, req.reason, req.result.input_tokens,
                   req.result.output_tokens, job.agent, req.now_iso, req.now_ms, mode,
                   dumps([dumps(m) for m in req.new_messages]), lane,
                   dumps([j.to_json() for j in req.next_jobs]), dumps(req.artifacts),
-                  dumps([e.to_fields() for e in req.events]), checkpoint],
+                  dumps([e.to_fields() for e in req.events]), checkpoint,
+                  dumps(list(req.waiting)),
+                  dumps([[due, j.to_json()] for due, j in req.timers])],
         )
         verdict = _decode(res[0])
         if verdict == "ok":
@@ -276,6 +287,13 @@ class Store:
         )
         return _decode(res[0])
 
+    async def ack(self, shard: int, entry_id: str) -> None:
+        """Drop an entry that has nothing left to do."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xack(self.keys.stream(shard), CONSUMER_GROUP, entry_id)
+            pipe.xdel(self.keys.stream(shard), entry_id)
+            await pipe.execute()
+
     async def renew(self, shard: int, entry_id: str, consumer: str) -> bool:
         res = await self.scripts.renew(keys=[self.keys.stream(shard)],
                                        args=[CONSUMER_GROUP, consumer, entry_id])
@@ -298,6 +316,20 @@ class Store:
 
     async def add_event(self, session_id: str, event: Event) -> None:
         await self.redis.xadd(self.keys.events(session_id), event.to_fields())  # type: ignore[arg-type]
+
+    async def control(self, session_id: str, action: str, *, reason: str = "",
+                      events: Sequence[Event] = (), sets: dict[str, Any] | None = None,
+                      now_iso: str, now_ms: int) -> tuple[str, str]:
+        """pause | resume | cancel; returns (verdict, status or detail)."""
+        k = self.keys
+        shard = k.shard(session_id)
+        res = await self.scripts.control(
+            keys=[k.meta(session_id), k.events(session_id), k.stream(shard),
+                  k.held(session_id), k.failed_jobs(session_id), *self._index_keys(shard)],
+            args=[session_id, action, now_iso, now_ms, reason,
+                  dumps([e.to_fields() for e in events]), dumps(sets or {})],
+        )
+        return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
     # -- reads ---------------------------------------------------------------------
     async def get_session(self, session_id: str) -> SessionRecord:
@@ -378,6 +410,13 @@ class Store:
         )
         if not deleted:
             raise SessionNotFound(session_id)
+
+
+def _with_sid(job_json: str, sid: str) -> str:
+    """Jobs planned before the session id existed get it filled in."""
+    data = json.loads(job_json)
+    data["session_id"] = sid
+    return dumps(data)
 
 
 def _decode(value: Any) -> str:

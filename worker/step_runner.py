@@ -16,14 +16,13 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.artifacts import render_artifacts
-from scheduler.patterns import Decision, PlanContext, planner_for
+from scheduler.advance import Snapshot, plan_commit
 from scheduler.spec import Spec
 from scheduler.status import parse_spec
 from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
-from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from sessions.models import Event, StepJob, StepResult, now_iso, now_ms
 from sessions.settings import DurableSettings
-from sessions.store import GATE_FIELDS, CommitRequest, Store
+from sessions.store import GATE_FIELDS, Store
 from worker import retry_policy
 from worker.execute import StepExecutor, StepOutput
 
@@ -98,6 +97,9 @@ class StepRunner:
         self.cache.extend(cache, gate.new_results, len(gate.new_results))
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
+        if job.kind == "hitl_timeout":
+            await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
+            return
         variables = json.loads(fields["variables"] or "{}")
 
         try:
@@ -118,8 +120,7 @@ class StepRunner:
             attempt=job.attempt, worker=self.consumer, committed_at=now_iso(),
             duration_ms=round(output.duration_ms, 3), meta=job.meta,
         )
-        await self._plan_and_commit(entry_id, spec, variables, job, result, output, fields,
-                                    cache)
+        await self._plan_and_commit(entry_id, spec, job, result, output, fields, cache)
 
     async def _spec(self, sid: str, digest: str) -> Spec:
         # Sessions of one spec share a digest: fetch and parse each spec once.
@@ -150,42 +151,17 @@ class StepRunner:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    def _decide(self, ctx: PlanContext, result: StepResult) -> tuple[Decision, dict[str, str]]:
-        try:
-            decision = planner_for(ctx.spec.pattern.type).advance(ctx, result)
-            artifacts = (render_artifacts(ctx.spec, decision.artifact_context)
-                         if decision.status == SessionStatus.COMPLETED else {})
-            return decision, artifacts
-        except (TemplateError, SpecError) as exc:
-            reason = f"step {result.key}: {exc}"
-            return Decision(state=dict(ctx.state), status=SessionStatus.FAILED,
-                            reason=reason), {}
-
-    async def _plan_and_commit(self, entry_id: str, spec: Spec, variables: dict[str, Any],
-                               job: StepJob, result: StepResult, output: StepOutput,
+    async def _plan_and_commit(self, entry_id: str, spec: Spec, job: StepJob,
+                               result: StepResult, output: StepOutput,
                                fields: dict[str, str], cache: SessionCache) -> None:
         sid = job.session_id
         for _ in range(MAX_REPLANS):
-            state = json.loads(fields["state"] or "{}")
-            ctx = PlanContext(spec=spec, variables=variables, state=state,
-                              results=cache.results, session_id=sid)
-            decision, artifacts = self._decide(ctx, result)
-            at = now_iso()
-            events = [Event("step_completed", step=job.key, attempt=job.attempt,
-                            worker=self.consumer, at=at)]
-            events += [Event("step_scheduled", step=j.key, attempt=j.attempt, at=at)
-                       for j in decision.schedule]
-            if decision.status != SessionStatus.RUNNING:
-                events.append(Event(f"session_{decision.status.value}", step=job.key,
-                                    worker=self.consumer, at=at, detail=decision.reason))
+            snapshot = Snapshot(spec=spec, fields=fields, results=cache.results,
+                                session_id=sid)
+            request = plan_commit(snapshot, job, result, entry_id=entry_id,
+                                  consumer=self.consumer, new_messages=output.new_messages)
             t0 = time.perf_counter()
-            outcome = await self.store.commit(CommitRequest(
-                job=job, entry_id=entry_id, consumer=self.consumer,
-                expected_version=int(fields["version"]), result=result, state=decision.state,
-                status=decision.status, reason=decision.reason,
-                new_messages=output.new_messages, next_jobs=decision.schedule,
-                artifacts=artifacts, events=events, now_iso=at, now_ms=now_ms(),
-            ))
+            outcome = await self.store.commit(request)
             self.last_commit_s = time.perf_counter() - t0
             if outcome.verdict != "conflict":
                 if outcome.verdict == "ok":
@@ -197,6 +173,21 @@ class StepRunner:
             fields = await self._refresh(sid, cache)
         log.error("session %s step %s: gave up after %d conflicting commits", sid, job.key,
                   MAX_REPLANS)
+
+    async def _apply_hitl_default(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
+                                  fields: dict[str, str], cache: SessionCache) -> None:
+        """A HITL step's timeout came due: commit its default as the human's answer."""
+        waiting = {w["step"] for w in json.loads(fields.get("waiting") or "[]")}
+        if job.key not in waiting:
+            await self.store.ack(shard, entry_id)  # answered (or withdrawn) meanwhile
+            return
+        default = str(job.meta.get("default") or "")
+        result = StepResult(key=job.key, agent="hitl", response=default, worker=self.consumer,
+                            committed_at=now_iso(), meta={**job.meta, "timed_out": True})
+        log.info("session %s: HITL %s timed out; applying its default", job.session_id,
+                 job.key)
+        await self._plan_and_commit(entry_id, spec, job, result, StepOutput(response=default),
+                                    fields, cache)
 
     async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
         values = await self.store.redis.hmget(self.store.keys.meta(sid), list(GATE_FIELDS))

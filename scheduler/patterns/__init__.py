@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from scheduler.patterns.base import Decision, PlanContext, Planner
 from scheduler.patterns.chain import ChainPlanner
+from scheduler.patterns.graph import GraphPlanner
 
 PLANNERS: dict[str, Planner] = {
     "chain": ChainPlanner(),
+    "graph": GraphPlanner(),
 }
 
 

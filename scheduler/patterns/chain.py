@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.patterns.base import Decision, PlanContext, agent_job
+from scheduler.patterns.base import HITL_AGENT, Decision, PlanContext, agent_job, hitl_job
 from scheduler.spec import AgentStep, ChainConfig
-from sessions.errors import SpecError
 from sessions.models import SessionStatus, StepJob, StepResult
 
 
@@ -33,26 +32,34 @@ def history(ctx: PlanContext, extra: StepResult | None = None) -> list[dict[str,
     for result in results.values():
         if not result.key.startswith("step:"):
             continue
-        records.append({
-            "index": int(result.key.split(":", 1)[1]),
-            "agent": result.agent,
-            "response": result.response,
-            "tokens": result.tokens,
-        })
+        index = int(result.key.split(":", 1)[1])
+        if result.agent == HITL_AGENT:
+            records.append({"index": index, "type": "hitl",
+                            "prompt": result.meta.get("prompt", ""),
+                            "response": result.response, "tokens": 0})
+        else:
+            records.append({"index": index, "agent": result.agent,
+                            "response": result.response, "tokens": result.tokens})
     return sorted(records, key=lambda r: r["index"])
 
 
 def _context(ctx: PlanContext, steps: list[dict[str, Any]], step_vars: Mapping[str, Any]
              ) -> dict[str, Any]:
-    return {**ctx.variables, "steps": steps,
-            "last_response": steps[-1]["response"] if steps else "", **step_vars}
+    context = {**ctx.variables, "steps": steps,
+               "last_response": steps[-1]["response"] if steps else "", **step_vars}
+    # strands-cli: the latest human answer is also `hitl_response`.
+    human = [s for s in steps if s.get("type") == "hitl"]
+    if human:
+        context["hitl_response"] = human[-1]["response"]
+    return context
 
 
 def _job(ctx: PlanContext, index: int, steps: list[dict[str, Any]]) -> StepJob:
     step = _config(ctx).steps[index]
+    where = f"pattern.config.steps[{index}]"
     if not isinstance(step, AgentStep):
-        raise SpecError("<spec>", f"pattern.config.steps[{index}]",
-                        "human-in-the-loop steps are not supported in this version")
+        return hitl_job(ctx, key=step_key(index), step=step, context=_context(ctx, steps, {}),
+                        where=where, meta={"index": index})
     return agent_job(ctx, key=step_key(index), agent=step.agent, input_template=step.input,
                      context=_context(ctx, steps, step.vars or {}),
                      where=f"pattern.config.steps[{index}].input", meta={"index": index})

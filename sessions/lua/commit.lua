@@ -1,23 +1,27 @@
 -- Commit one step: result, pattern_state, tokens, conversation, artifacts, events,
 -- checkpoint, next steps and the XACK, in one atomic operation behind a fence.
 -- KEYS: 1 meta, 2 results, 3 order, 4 events, 5 stream, 6 conversation, 7 conversation
---       set, 8 artifacts, 9 checkpoints, 10 held, then the six index keys.
+--       set, 8 artifacts, 9 checkpoints, 10 held, 11 timers, then the six index keys.
 -- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 expected version,
 --       7 result JSON, 8 new state JSON, 9 decided status, 10 error or pause reason,
 --       11 input tokens, 12 output tokens, 13 agent, 14 now iso, 15 now ms,
 --       16 conversation mode (none|append|replace), 17 messages (JSON array of JSON
 --       strings), 18 lane, 19 next jobs (JSON array of job JSON strings),
---       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON
+--       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON,
+--       23 steps waiting for a human (JSON array), 24 timers (JSON array of [due ms, job])
+-- An empty entry id commits a step no stream entry carried (a human's answer): the
+-- version check is then the whole fence.
 local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
 local sid, step = ARGV[1], ARGV[2]
-if not owns(stream, group, entry, consumer) then return {'stale'} end
+local carried = entry ~= ''
+if carried and not owns(stream, group, entry, consumer) then return {'stale'} end
 local status = redis.call('HGET', meta, 'status')
 if not status then
-  ack(stream, group, entry)
+  if carried then ack(stream, group, entry) end
   return {'gone'}
 end
 if redis.call('HEXISTS', KEYS[2], step) == 1 then
-  ack(stream, group, entry)
+  if carried then ack(stream, group, entry) end
   return {'duplicate'}
 end
 local version = redis.call('HGET', meta, 'version')
@@ -45,6 +49,20 @@ for name, body in pairs(arts) do redis.call('HSET', KEYS[8], name, body) end
 -- schedules nothing; a paused one holds its next steps until resumed.
 local decided = ARGV[9]
 local jobs = cjson.decode(ARGV[19])
+-- An answer to a human-in-the-loop step (given, or its default after the timeout)
+-- resumes the paused session: release what was held back.
+if ARGV[13] == 'hitl' and status == 'paused' and decided ~= 'paused' then
+  for _, job in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do jobs[#jobs + 1] = job end
+  redis.call('DEL', KEYS[10])
+  redis.call('HSET', meta, 'paused_reason', '')
+  local paused_at = tonumber(redis.call('HGET', meta, 'paused_at_ms') or '')
+  if paused_at then
+    redis.call('HINCRBY', meta, 'started_ms', tonumber(ARGV[15]) - paused_at)
+    redis.call('HDEL', meta, 'paused_at_ms')
+  end
+  set_status(meta, sid, 'running', tonumber(ARGV[15]))
+  status = 'running'
+end
 if is_terminal(status) then
   jobs = {}
 elseif status == 'paused' then
@@ -59,13 +77,20 @@ else
   end
 end
 if decided == 'failed' then redis.call('HSET', meta, 'error', ARGV[10]) end
-if decided == 'paused' then redis.call('HSET', meta, 'paused_reason', ARGV[10]) end
+if decided == 'paused' then
+  redis.call('HSET', meta, 'paused_reason', ARGV[10], 'paused_at_ms', tonumber(ARGV[15]))
+end
 for _, job in ipairs(jobs) do enqueue(stream, job) end
 
-redis.call('HSET', meta, 'state', ARGV[8])
+redis.call('HSET', meta, 'state', ARGV[8], 'waiting', ARGV[23])
+if not is_terminal(redis.call('HGET', meta, 'status')) then
+  for _, timer in ipairs(cjson.decode(ARGV[24])) do
+    redis.call('ZADD', KEYS[11], timer[1], timer[2])
+  end
+end
 local new_version = bump_version(meta)
 redis.call('RPUSH', KEYS[9], ARGV[22])
 add_events(KEYS[4], ARGV[21])
 touch(meta, sid, ARGV[14], tonumber(ARGV[15]))
-ack(stream, group, entry)
+if carried then ack(stream, group, entry) end
 return {'ok', tostring(new_version), redis.call('HGET', meta, 'status')}

@@ -1,8 +1,9 @@
 -- Create a session and enqueue its first steps, all or nothing.
 -- KEYS: 1 meta, 2 idempotency key (or a dummy in the same slot), 3 events, 4 stream,
---       5 held, then the six index keys.
+--       5 held, 6 timers, then the six index keys.
 -- ARGV: 1 sid, 2 meta fields (JSON object), 3 jobs (JSON array of job JSON strings),
---       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status
+--       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status,
+--       8 timers (JSON array of [due ms, job JSON])
 local sid = ARGV[1]
 if ARGV[5] ~= '' then
   local existing = redis.call('GET', KEYS[2])
@@ -22,5 +23,8 @@ if ARGV[5] ~= '' then redis.call('SET', KEYS[2], sid) end
 add_events(KEYS[3], ARGV[4])
 for _, job in ipairs(cjson.decode(ARGV[3])) do
   if ARGV[7] == 'paused' then redis.call('RPUSH', KEYS[5], job) else enqueue(KEYS[4], job) end
+end
+for _, timer in ipairs(cjson.decode(ARGV[8])) do
+  redis.call('ZADD', KEYS[6], timer[1], timer[2])
 end
 return {'created', sid}

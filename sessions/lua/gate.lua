@@ -2,7 +2,8 @@
 -- and when it is to run, return what the worker needs to run and plan it.
 -- KEYS: 1 meta, 2 stream, 3 held, 4 results, 5 order, 6 events
 -- ARGV: 1 group, 2 consumer, 3 entry id, 4 step key, 5 job JSON, 6 results already
---       known to the caller, 7 step_started event (JSON array), 8 meta fields wanted (JSON array)
+--       known to the caller, 7 step_started event (JSON array), 8 meta fields wanted
+--       (JSON array), 9 job kind (a HITL timeout must get through a paused session)
 local meta, stream = KEYS[1], KEYS[2]
 if not owns(stream, ARGV[1], ARGV[3], ARGV[2]) then return {'stale'} end
 local status = redis.call('HGET', meta, 'status')
@@ -18,7 +19,7 @@ if is_terminal(status) then
   ack(stream, ARGV[1], ARGV[3])
   return {'terminal', status}
 end
-if status == 'paused' then
+if status == 'paused' and ARGV[9] ~= 'hitl_timeout' then
   redis.call('RPUSH', KEYS[3], ARGV[5])
   ack(stream, ARGV[1], ARGV[3])
   return {'held'}

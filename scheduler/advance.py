@@ -1,0 +1,122 @@
+"""From a finished step to the one atomic commit that records it.
+
+Shared by the worker (a step it ran) and by `resume --hitl-response` (a step a human
+answered). Pure apart from the clock: the planner decides, then human-in-the-loop
+steps become a pause, budgets may pause, artifacts render on completion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.artifacts import render_artifacts
+from scheduler.budgets import Spend, exceeded, limits
+from scheduler.patterns import Decision, PlanContext, planner_for
+from scheduler.spec import Spec
+from sessions.errors import SpecError, TemplateError
+from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from sessions.store import CommitRequest
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The session as a commit is planned against it."""
+
+    spec: Spec
+    fields: Mapping[str, str]
+    results: Mapping[str, StepResult]
+    session_id: str
+
+    @property
+    def version(self) -> int:
+        return int(self.fields.get("version") or 0)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads(self.fields.get("state") or "{}"))
+
+    @property
+    def variables(self) -> dict[str, Any]:
+        return dict(json.loads(self.fields.get("variables") or "{}"))
+
+    @property
+    def waiting(self) -> list[dict[str, Any]]:
+        return list(json.loads(self.fields.get("waiting") or "[]"))
+
+    def context(self) -> PlanContext:
+        return PlanContext(spec=self.spec, variables=self.variables, state=self.state,
+                           results=self.results, session_id=self.session_id)
+
+
+def decide(snapshot: Snapshot, result: StepResult) -> tuple[Decision, dict[str, str]]:
+    """The planner's decision and, on completion, the rendered artifacts. A template or
+    spec error at run time fails the session, naming the step and the field."""
+    ctx = snapshot.context()
+    try:
+        decision = planner_for(ctx.spec.pattern.type).advance(ctx, result)
+        artifacts = (render_artifacts(ctx.spec, decision.artifact_context)
+                     if decision.status == SessionStatus.COMPLETED else {})
+        return decision, artifacts
+    except (TemplateError, SpecError) as exc:
+        return Decision(state=dict(ctx.state), status=SessionStatus.FAILED,
+                        reason=f"step {result.key}: {exc}"), {}
+
+
+def waiting_entry(job: StepJob, at_ms: int) -> dict[str, Any]:
+    timeout_s = int(job.meta.get("timeout_seconds") or 0)
+    return {"step": job.key, "prompt": job.meta.get("prompt", job.input),
+            "context_display": job.meta.get("context_display", ""),
+            "default": job.meta.get("default"),
+            "timeout_at_ms": at_ms + timeout_s * 1000 if timeout_s else None,
+            "job": job.to_json()}
+
+
+def timeout_job(job: StepJob) -> StepJob:
+    """Travels through the timer set; applies the step's default if still unanswered."""
+    return StepJob(session_id=job.session_id, key=job.key, agent=job.agent, input="",
+                   kind="hitl_timeout",
+                   meta={**job.meta, "default": job.meta.get("default") or ""})
+
+
+def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_id: str,
+                consumer: str, new_messages: Sequence[dict[str, Any]] = ()) -> CommitRequest:
+    decision, artifacts = decide(snapshot, result)
+    at, at_ms = now_iso(), now_ms()
+    status, reason = decision.status, decision.reason
+    runnable = [j for j in decision.schedule if j.kind != "hitl"]
+    human = [j for j in decision.schedule if j.kind == "hitl"]
+
+    waiting = [w for w in snapshot.waiting if w["step"] != job.key]
+    waiting += [waiting_entry(j, at_ms) for j in human]
+    timers = [(w["timeout_at_ms"], timeout_job(StepJob.from_json(w["job"])))
+              for w in waiting if w["step"] in {j.key for j in human} and w["timeout_at_ms"]]
+    if status == SessionStatus.RUNNING and waiting and not runnable:
+        status = SessionStatus.PAUSED
+        reason = f"waiting for human input at {waiting[0]['step']}: {waiting[0]['prompt']}"
+    if status == SessionStatus.RUNNING:
+        f = snapshot.fields
+        spend = Spend(
+            tokens=int(f.get("tokens_in") or 0) + int(f.get("tokens_out") or 0) + result.tokens,
+            steps=int(f.get("steps") or 0) + 1,
+            duration_s=(at_ms - int(f.get("started_ms") or at_ms)) / 1000)
+        over = exceeded(spend, limits(snapshot.spec,
+                                      json.loads(f.get("budget_overrides") or "{}")))
+        if over is not None:
+            status, reason = SessionStatus.PAUSED, over
+
+    events = [Event("step_completed", step=job.key, attempt=job.attempt, worker=consumer,
+                    at=at)]
+    events += [Event("step_scheduled", step=j.key, attempt=j.attempt, at=at)
+               for j in decision.schedule]
+    if status != SessionStatus.RUNNING:
+        events.append(Event(f"session_{status.value}", step=job.key, worker=consumer, at=at,
+                            detail=reason))
+    return CommitRequest(
+        job=job, entry_id=entry_id, consumer=consumer, expected_version=snapshot.version,
+        result=result, state=decision.state, status=status, reason=reason,
+        new_messages=new_messages, next_jobs=runnable, artifacts=artifacts, events=events,
+        now_iso=at, now_ms=at_ms, waiting=waiting, timers=timers,
+    )

@@ -1,0 +1,186 @@
+"""Pause, resume, cancel, human-in-the-loop and budgets on a real redis-server with an
+in-process worker."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from helpers import wait_for
+
+from scheduler.control import cancel, pause, resume
+from scheduler.loader import load_spec_text
+from scheduler.start import start_session
+from scheduler.status import session_status
+from sessions.errors import DurableError, InvalidTransition
+from sessions.models import SessionStatus
+from sessions.settings import DurableSettings
+from sessions.store import Store
+from worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+HITL_SPEC = """
+version: 0
+name: approve
+runtime: {provider: scripted}
+agents:
+  a: {prompt: "You draft."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "draft it"}
+      - type: hitl
+        prompt: "Approve the draft?"
+        context_display: "Draft: {{ steps[0].response }}"
+        default: "approved by default"
+        timeout_seconds: TIMEOUT
+      - {agent: a, input: "final after {{ hitl_response }} / {{ steps[1].response }}"}
+"""
+
+
+def chain(steps: int, delay: float = 0.0, budgets: str = "") -> str:
+    body = "".join(f"      - {{agent: a, input: \"step {i} words here\"}}\n"
+                   for i in range(steps))
+    return f"""
+version: 0
+name: plain
+runtime:
+  provider: scripted
+  script: {{delay_s: {delay}}}
+  {budgets}
+agents:
+  a: {{prompt: "You are a."}}
+pattern:
+  type: chain
+  config:
+    steps:
+{body}"""
+
+
+@pytest.fixture
+async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
+    c = StepConsumer(settings, store)
+    await c.start()
+    yield c
+    await c.stop(grace_s=0)
+
+
+async def status_is(store: Store, sid: str, *statuses: SessionStatus) -> bool:
+    return (await store.get_session(sid)).status in statuses
+
+
+async def test_hitl_pauses_then_resumes_with_the_answer(store: Store,
+                                                        consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(HITL_SPEC.replace("TIMEOUT", "0"),
+                                                       "hitl.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.PAUSED), what="HITL pause")
+    doc = await session_status(store, sid)
+    assert doc["paused_reason"].startswith("waiting for human input at step:1")
+    record = await store.get_session(sid)
+    assert "Draft: a: draft it" in record.raw["waiting"]
+    with pytest.raises(DurableError, match="--hitl-response"):
+        await resume(store, sid)
+    await resume(store, sid, hitl_response="ship it")
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    assert history[1] == {"index": 1, "type": "hitl", "prompt": "Approve the draft?",
+                          "response": "ship it", "tokens": 0}
+    assert history[2]["response"] == "a: final after ship it / ship it"
+
+
+async def test_hitl_timeout_applies_the_default(store: Store, consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(HITL_SPEC.replace("TIMEOUT", "1"),
+                                                       "hitl.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), timeout_s=20,
+                   what="the default to be applied and the session to complete")
+    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    assert history[1]["response"] == "approved by default"
+
+
+async def test_pause_at_step_boundary_then_resume(store: Store,
+                                                  consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(chain(4, delay=0.2), "plain.yaml"))
+    assert await pause(store, sid) == "paused"
+    with pytest.raises(InvalidTransition, match="cannot pause a session that is paused"):
+        await pause(store, sid)
+    # The running step finishes and commits; the next one is held.
+    await wait_for(lambda: _committed(store, sid, 1), what="the running step to commit")
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.PAUSED and record.steps_committed == 1
+    assert await store.redis.llen(store.keys.held(sid)) == 1
+    await resume(store, sid)
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    types = Counter(f["type"] for _, f in await store.events(sid))
+    assert types["step_completed"] == 4 and types["session_paused"] == 1
+    assert types["session_resumed"] == 1
+
+
+async def _committed(store: Store, sid: str, n: int) -> bool:
+    return (await store.get_session(sid)).steps_committed >= n
+
+
+async def test_cancel_stops_scheduling(store: Store, consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(chain(5, delay=0.2), "plain.yaml"))
+    assert await cancel(store, sid) == "cancelled"
+    await wait_for(lambda: _idle(consumer), what="the worker to go idle")
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.CANCELLED and record.steps_committed <= 1
+    with pytest.raises(InvalidTransition):
+        await resume(store, sid)
+
+
+async def _idle(consumer: StepConsumer) -> bool:
+    return consumer.running == 0
+
+
+async def test_budget_pauses_and_set_raises_it(store: Store, consumer: StepConsumer) -> None:
+    spec = chain(4, budgets="budgets: {max_tokens: 12}")  # each step costs 4 + 5 tokens
+    sid, _ = await start_session(store, load_spec_text(spec, "plain.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.PAUSED), what="budget pause")
+    record = await store.get_session(sid)
+    assert record.steps_committed == 2
+    assert "budget max_tokens exceeded: 18 tokens used, limit 12" in record.paused_reason
+    with pytest.raises(DurableError, match="budget max_tokens exceeded"):
+        await resume(store, sid)
+    outcome = await resume(store, sid, budget_sets={"max_tokens": 1000})
+    assert outcome.status == "running" and "budgets: max_tokens=1000" in outcome.notes
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    usage = (await store.get_session(sid)).token_usage
+    assert usage.total_input_tokens + usage.total_output_tokens == 4 * 9
+
+
+async def test_resume_after_failure_reruns_only_the_failed_step(
+        store: Store, consumer: StepConsumer) -> None:
+    spec = chain(3).replace("provider: scripted", "provider: scripted\n  failure_policy: "
+                            "{retries: 0}").replace(
+        "script: {delay_s: 0.0}", "script: {rules: [{contains: 'step 2', error: 'down'}]}")
+    sid, _ = await start_session(store, load_spec_text(spec, "plain.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.FAILED), what="failure")
+    fixed = spec.replace("error: 'down'", "reply: 'back up'")
+    outcome = await resume(store, sid, new_spec=load_spec_text(fixed, "fixed.yaml"))
+    assert any("spec changed" in n for n in outcome.notes)
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    started = Counter(f["step"] for _, f in await store.events(sid)
+                      if f["type"] == "step_started")
+    assert started == {"step:0": 1, "step:1": 1, "step:2": 2}
+    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    assert history[2]["response"] == "back up"
+
+
+async def test_session_that_starts_with_a_human_step(store: Store,
+                                                     consumer: StepConsumer) -> None:
+    spec = HITL_SPEC.replace('      - {agent: a, input: "draft it"}\n', "").replace(
+        "Draft: {{ steps[0].response }}", "Nothing yet").replace("TIMEOUT", "0").replace(
+        "{{ steps[1].response }}", "{{ steps[0].response }}")
+    sid, _ = await start_session(store, load_spec_text(spec, "first.yaml"))
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.PAUSED
+    assert record.paused_reason.startswith("waiting for human input at step:0")
+    assert await store.redis.xlen(store.keys.stream(0)) == 0  # nothing for a worker to run
+    await resume(store, sid, hitl_response="go")
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    assert history[-1]["response"] == "a: final after go / go"
