@@ -6,7 +6,7 @@ stored with the session so every worker answers the same way.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class ScriptRule(BaseModel):
@@ -16,9 +16,15 @@ class ScriptRule(BaseModel):
 
     agent: str | None = None
     contains: str | None = None
-    reply: str = ""
+    reply: str | None = None
     # Instead of replying, fail the call with this message: offline failure drills.
     error: str | None = None
+
+    @model_validator(mode="after")
+    def _reply_or_error(self) -> ScriptRule:
+        if (self.reply is None) == (self.error is None):
+            raise ValueError("a rule needs exactly one of `reply` or `error`")
+        return self
 
     def matches(self, agent_id: str, prompt: str) -> bool:
         if self.agent is not None and self.agent != agent_id:
@@ -42,7 +48,7 @@ class ScriptConfig(BaseModel):
             return f"{agent_id}: {prompt[:200]}"
         if rule.error is not None:
             raise ScriptedFailure(f"scripted error for agent {agent_id}: {rule.error}")
-        return rule.reply
+        return rule.reply or ""
 
 
 class ScriptedFailure(RuntimeError):

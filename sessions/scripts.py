@@ -13,6 +13,7 @@ from redis.commands.core import AsyncScript
 _NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
+    "release",
 )
 
 
@@ -35,6 +36,7 @@ class Scripts:
     lock_release: AsyncScript
     lock_extend: AsyncScript
     control: AsyncScript
+    release: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:

@@ -299,6 +299,15 @@ class Store:
                                        args=[CONSUMER_GROUP, consumer, entry_id])
         return bool(res)
 
+    async def release(self, shard: int, entry_ids: Sequence[str], consumer: str,
+                      idle_ms: int) -> int:
+        """Hand entries we hold back to the group for immediate re-claim."""
+        if not entry_ids:
+            return 0
+        res = await self.scripts.release(keys=[self.keys.stream(shard)],
+                                         args=[CONSUMER_GROUP, consumer, idle_ms, *entry_ids])
+        return int(res)
+
     async def promote_timers(self, shard: int, now_ms: int, limit: int = 100) -> int:
         res = await self.scripts.promote_timers(
             keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit])

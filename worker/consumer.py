@@ -54,7 +54,6 @@ class StepConsumer:
         shards = range(self.store.keys.shards)
         self._loops = [asyncio.create_task(self._read_loop(k), name=f"read-{k}") for k in shards]
         self._loops += [
-            asyncio.create_task(self._reclaim_loop(), name="reclaim"),
             asyncio.create_task(self._timer_loop(), name="timers"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
         ]
@@ -65,22 +64,40 @@ class StepConsumer:
         """Stop reading; let running steps finish (and commit) for up to `grace_s`;
         whatever is still running then is cancelled and stays pending for another worker."""
         self._stopping.set()
+        # Stop reading first, so nothing new arrives while running steps drain.
+        readers = self._loops[: self.store.keys.shards]
+        for loop in readers:
+            loop.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
         if self._tasks:
             log.info("worker %s: waiting up to %.1fs for %d running step(s)", self.name,
                      grace, len(self._tasks))
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            stranded = dict(self.runner.running)
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-                log.warning("worker %s: %d step(s) left pending for another worker",
-                            self.name, len(pending))
+                released = await self._hand_back(stranded)
+                log.warning("worker %s: %d step(s) handed back for another worker",
+                            self.name, released)
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         with contextlib.suppress(*REDIS_DOWN):
             await self.store.redis.hdel(self.store.keys.workers(), self.name)
+
+    async def _hand_back(self, entries: dict[str, StepJob]) -> int:
+        by_shard: dict[int, list[str]] = {}
+        for entry_id, job in entries.items():
+            by_shard.setdefault(self.store.keys.shard(job.session_id), []).append(entry_id)
+        released = 0
+        with contextlib.suppress(*REDIS_DOWN):
+            for shard, ids in by_shard.items():
+                released += await self.store.release(shard, ids, self.name,
+                                                     self.settings.claim_idle_ms * 10)
+        return released
 
     async def wait_idle(self) -> None:
         while self._tasks:
@@ -124,18 +141,23 @@ class StepConsumer:
             self._slots.release()
 
     async def _read_loop(self, shard: int) -> None:
+        """One loop per shard owns the slots it takes: first it re-claims entries other
+        workers left idle, then reads new ones, never holding more than it can run.
+        (Re-claiming apart from reading would let claimed entries wait for slots until
+        they idle out again, and their delivery counts climb with nobody running them.)"""
         stream = self.store.keys.stream(shard)
+        reclaim_every = max(0.05, self.settings.claim_idle_ms / 2000)
+        loop = asyncio.get_running_loop()
+        next_reclaim = loop.time() + reclaim_every
         while not self._stopping.is_set():
             taken = await self._acquire_slots()
             used = 0
             try:
-                reply = await self.store.redis.xreadgroup(
-                    CONSUMER_GROUP, self.name, {stream: ">"}, count=taken,
-                    block=self.settings.read_block_ms)
-                for _stream, entries in reply or []:
-                    for entry_id, fields in entries:
-                        used += 1
-                        self._spawn(shard, _s(entry_id), _map(fields), reclaimed=False)
+                if loop.time() >= next_reclaim:
+                    next_reclaim = loop.time() + reclaim_every
+                    used += await self._reclaim(shard, taken)
+                if used < taken:
+                    used += await self._read_new(shard, stream, taken - used)
             except asyncio.CancelledError:
                 raise
             except REDIS_DOWN as exc:
@@ -147,49 +169,50 @@ class StepConsumer:
             finally:
                 self._release(taken - used)
 
-    async def _reclaim_loop(self) -> None:
-        interval = max(0.05, self.settings.claim_idle_ms / 2000)
-        while not self._stopping.is_set():
-            await self._pause(interval)
-            for shard in range(self.store.keys.shards):
-                try:
-                    await self._reclaim(shard)
-                except asyncio.CancelledError:
-                    raise
-                except REDIS_DOWN as exc:
-                    log.warning("reclaim shard %d: Redis unavailable (%s)", shard, exc)
-                except Exception:
-                    log.exception("reclaim shard %d failed", shard)
+    async def _read_new(self, shard: int, stream: str, count: int) -> int:
+        reply = await self.store.redis.xreadgroup(
+            CONSUMER_GROUP, self.name, {stream: ">"}, count=count,
+            block=self.settings.read_block_ms)
+        spawned = 0
+        for _stream, entries in reply or []:
+            if self._stopping.is_set():  # arrived as we stopped: hand them back
+                await self.store.release(shard, [_s(e) for e, _ in entries], self.name,
+                                         self.settings.claim_idle_ms * 10)
+                continue
+            for entry_id, fields in entries:
+                spawned += 1
+                self._spawn(shard, _s(entry_id), _map(fields), reclaimed=False)
+        return spawned
 
-    async def _reclaim(self, shard: int) -> None:
+    async def _reclaim(self, shard: int, slots: int) -> int:
+        """Take over up to `slots` entries idle past claim_idle_ms; returns how many
+        were started (dead-lettered ones take no slot)."""
         stream = self.store.keys.stream(shard)
-        redis = self.store.redis
+        spawned = 0
         cursor = "0-0"
-        while not self._stopping.is_set():
-            free = self.settings.worker_concurrency - len(self._tasks)
-            if free <= 0:
-                return
-            cursor, entries, *_ = await redis.xautoclaim(
+        while spawned < slots:
+            cursor, entries, *_ = await self.store.redis.xautoclaim(
                 stream, CONSUMER_GROUP, self.name, self.settings.claim_idle_ms, cursor,
-                count=free)
+                count=slots - spawned)
             cursor = _s(cursor)
             for entry_id, fields in entries:
-                if fields is None:
-                    continue
-                await self._take_over(shard, _s(entry_id), _map(fields))
+                if fields is not None and await self._take_over(shard, _s(entry_id),
+                                                                _map(fields)):
+                    spawned += 1
             if cursor == "0-0" or not entries:
-                return
+                break
+        return spawned
 
-    async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> None:
+    async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> bool:
         pending = await self.store.redis.xpending_range(
             self.store.keys.stream(shard), CONSUMER_GROUP, min=entry_id, max=entry_id, count=1)
         deliveries = int(pending[0]["times_delivered"]) if pending else 1
         if deliveries > self.settings.max_deliveries:
             await self._dead_letter(shard, entry_id, fields, deliveries)
-            return
-        await self._slots.acquire()
+            return False
         log.info("re-claimed entry %s (delivery %d)", entry_id, deliveries)
         self._spawn(shard, entry_id, fields, reclaimed=True)
+        return True
 
     async def _dead_letter(self, shard: int, entry_id: str, fields: dict[str, str],
                            deliveries: int) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet
+from helpers import wait_for
 
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
@@ -39,6 +40,10 @@ pattern:
 """ for i in range(STEPS))
 
 
+async def _live_workers(store: Store, n: int) -> bool:
+    return int(await store.redis.hlen(store.keys.workers())) >= n
+
+
 async def all_ended(store: Store, sids: list[str]) -> bool:
     for sid in sids:
         if (await store.get_session(sid)).status == SessionStatus.RUNNING:
@@ -50,6 +55,9 @@ async def test_random_sigkills_lose_nothing_and_commit_nothing_twice(
         fleet_factory, store: Store, tmp_path: Path) -> None:
     fleet: Fleet = fleet_factory(claim_idle_ms=1500, worker_concurrency=8)
     workers = [fleet.start_worker() for _ in range(WORKERS)]
+    # Kill workers that are consuming, not ones still booting.
+    await wait_for(lambda: _live_workers(store, WORKERS), timeout_s=60,
+                   what=f"{WORKERS} workers to heartbeat")
     sids = []
     for n in range(SESSIONS):
         loaded = load_spec_text(SPEC, "chaos.yaml", {"n": str(n)})
@@ -71,7 +79,10 @@ async def test_random_sigkills_lose_nothing_and_commit_nothing_twice(
 
     for n, sid in enumerate(sids):
         status = await session_status(store, sid)
-        assert status["status"] == "completed", (sid, status["error"])
+        if status["status"] != "completed":
+            trail = [(f["type"], f["step"], f["worker"], f["at"])
+                     for _, f in await store.events(sid)]
+            raise AssertionError(f"{sid}: {status['error']}\n" + "\n".join(map(str, trail)))
         session_events = await store.events(sid)
         reclaimed += sum(f["type"] == "step_reclaimed" for _, f in session_events)
         completed = Counter(f["step"] for _, f in session_events

@@ -96,3 +96,33 @@ async def test_template_error_at_run_time_fails_without_retry(
     assert "pattern.config.steps[2].input" in (record.error or "")
     types = [f["type"] for _, f in await store.events(sid)]
     assert "step_retried" not in types
+
+
+async def test_dead_consumers_entries_are_taken_over_once_each(
+        settings: DurableSettings, store: Store) -> None:
+    """Entries a crashed worker held are re-claimed by a busy, small worker without
+    idling out again while they wait for a slot (which would inflate deliveries)."""
+    spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    spec = spec.replace("provider: scripted", "provider: scripted\n  script: {delay_s: 0.3}")
+    spec = spec.replace("  script:\n    rules:\n      - {reply: ok}\n", "")
+    sids = [(await start_session(store, load_spec_text(spec, "ok.yaml")))[0] for _ in range(6)]
+    # A worker that died right after taking every first step.
+    await store.redis.xreadgroup("workers", "ghost", {store.keys.stream(0): ">"}, count=10)
+    # Two small workers: an entry re-claimed needlessly by the other one would pass
+    # max_deliveries and be dead-lettered.
+    small = settings.model_copy(update={"worker_concurrency": 1, "claim_idle_ms": 500,
+                                      "read_block_ms": 1000, "max_deliveries": 2})
+    consumers = [StepConsumer(small, store), StepConsumer(small, store)]
+    for consumer in consumers:
+        await consumer.start()
+    try:
+        for sid in sids:
+            await wait_for(lambda s=sid: ended(store, s), timeout_s=60, what=f"{sid} to end")
+    finally:
+        for consumer in consumers:
+            await consumer.stop(grace_s=0)
+    for sid in sids:
+        record = await store.get_session(sid)
+        assert record.status == SessionStatus.COMPLETED, record.error
+        reclaims = [f for _, f in await store.events(sid) if f["type"] == "step_reclaimed"]
+        assert [f["step"] for f in reclaims] == ["step:0"], reclaims

@@ -425,8 +425,8 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
     (
         "bad-script",
         _set("runtime.script", {"rules": [{"agent": "researcher"}]}),
-        "runtime.script.rules[0].reply",
-        "missing required field",
+        "runtime.script.rules[0]",
+        "exactly one of `reply` or `error`",
     ),
     (
         "script-unknown-field",

@@ -1,0 +1,452 @@
+"""orchestrator_workers: an orchestrator splits the work into tasks, workers run them
+in parallel, optional reduce and writeup steps synthesise the results.
+
+Steps (keys):
+  orchestrate:<r>, orchestrate:<r>:retry:<n>   round r's plan; n <= 2 JSON retries
+  review:decomposition:<r>                     optional `decomposition_review` HITL gate
+  worker:<r>:<i>                               task i of round r (lane = the key)
+  review:reduce                                optional `reduce_review` HITL gate
+  reduce, writeup                              optional synthesis steps
+
+strands-cli behaviours matched (exec/orchestrator_workers.py @929836b):
+- Round 1's orchestrator input is strands-cli's built-in decomposition prompt
+  (JSON array of {"task": ...}, [] when nothing is needed, the variables as JSON);
+  the orchestrator agent's prompt is its system prompt. Its conversation continues
+  across retries and rounds (its own agent lane).
+- Reply parsing is tolerant (plain JSON, fenced, embedded). A list is the task
+  list; a single object {"task": ...} is one task (strands-cli wraps it). Task text
+  is item["task"], else str(item). Extension: {"tasks": [...]} / {"subtasks": [...]}
+  are unwrapped (strands-cli would make one task of the whole object), a bare string
+  item is its own task, and a reply that is just the word "complete" (or "done")
+  means []. A reply that does not parse is retried up to 2 times (3 attempts) with
+  strands-cli's clarification prompt, then the session fails naming the step and reply.
+- limits.max_workers bounds CONCURRENCY (strands-cli's semaphore), not the number
+  of tasks: at most max_workers workers of a round are scheduled at a time, the next
+  task is scheduled as one completes. Worker input is the task text; each worker
+  has its own conversation lane; worker_template.tools travels in job meta.
+- Rounds: strands-cli runs exactly one (it rejects max_rounds != 1). Extension:
+  with limits.max_rounds = R > 1, once every worker of round r has completed and
+  r < R, the orchestrator is called again (orchestrate:<r+1>) with the previous
+  round's tasks and results, and replies [] / "complete" when done. Without
+  max_rounds there is one round, as in strands-cli. An empty task list ends the
+  rounds (strands-cli: "no work needed" is success).
+- reduce / writeup context: workers [{response, status, tokens, task, round,
+  index}] (every round, in order), num_workers, worker_count, round_count, tasks,
+  rounds, then the variables (they win, as in strands-cli); writeup also sees
+  reduce_response; hitl_response after a review gate; last_response.
+- decomposition_review (per round with tasks; its answer is only recorded, as in
+  strands-cli, and offered to reduce/writeup as hitl_response) sees
+  orchestrator_response (the tasks as JSON), subtasks, task_count + variables;
+  reduce_review (only when reduce is set) sees workers, worker_count + the reduce
+  context.
+- Final response: writeup, else reduce, else "Worker <i>: <response>" joined by
+  blank lines. Artifacts see the variables, the reduce context, reduce_response,
+  writeup_response and last_response.
+
+pattern_state (stored): {"phase": "orchestrate" | "review_decomposition" | "workers"
+  | "review_reduce" | "reduce" | "writeup" | "done", "current_round": r,
+  "orchestrator_attempts": n, "rounds": [{"round", "tasks": [text]}],
+  "dispatched": k (workers of the current round scheduled so far),
+  "orchestrator_decision": "continue" | "complete", "reduce_completed",
+  "writeup_completed"}
+pattern_state (view): {"current_round", "phase", "rounds": [{"round", "tasks",
+  "worker_outputs": [{"index", "task", "response", "tokens"} | None]}],
+  "orchestrator_decision", "reduce_completed", "writeup_completed"}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from scheduler.json_reply import extract_json
+from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.spec import AgentStep, HitlStep, OrchestratorWorkersConfig, Step
+from sessions.models import SessionStatus, StepJob, StepResult
+
+MAX_JSON_RETRIES = 2  # strands-cli's _invoke_orchestrator_with_retry default
+DONE_WORDS = frozenset({"complete", "completed", "done"})
+REDUCE_KEY = "reduce"
+WRITEUP_KEY = "writeup"
+REDUCE_REVIEW_KEY = "review:reduce"
+_EXCERPT = 200
+
+
+def orchestrate_key(round_: int, attempt: int = 0) -> str:
+    return f"orchestrate:{round_}" if attempt == 0 else f"orchestrate:{round_}:retry:{attempt}"
+
+
+def worker_key(round_: int, index: int) -> str:
+    return f"worker:{round_}:{index}"
+
+
+def decomposition_review_key(round_: int) -> str:
+    return f"review:decomposition:{round_}"
+
+
+def excerpt(text: str, limit: int = _EXCERPT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _config(ctx: PlanContext) -> OrchestratorWorkersConfig:
+    config = ctx.spec.pattern.config
+    assert isinstance(config, OrchestratorWorkersConfig)
+    return config
+
+
+def _limits(ctx: PlanContext) -> tuple[int | None, int]:
+    """(max_workers or None for unlimited, max_rounds with strands-cli's default 1)."""
+    limits = _config(ctx).orchestrator.limits
+    max_workers = limits.max_workers if limits and limits.max_workers else None
+    max_rounds = limits.max_rounds if limits and limits.max_rounds else 1
+    return max_workers, max(max_rounds, 1)
+
+
+def _task_text(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict):
+        task = item.get("task", item)
+        return task if isinstance(task, str) else str(task)
+    return str(item)
+
+
+def parse_tasks(reply: str) -> list[str]:
+    """The task texts an orchestrator reply asks for ([] = done); ValueError if none."""
+    word = reply.strip().strip("`'\".!").strip().lower()
+    if word in DONE_WORDS:
+        return []
+    data = extract_json(reply, kind=(list, dict))
+    if isinstance(data, dict):
+        for name in ("tasks", "subtasks"):
+            if isinstance(data.get(name), list):
+                data = data[name]
+                break
+        else:
+            data = [data]
+    return [_task_text(item) for item in data]
+
+
+def orchestrator_prompt(variables: Mapping[str, Any]) -> str:
+    """strands-cli's round-1 decomposition prompt, verbatim."""
+    return f"""You are an orchestrator agent. Break down the following task into subtasks for worker agents to execute.
+
+Respond with ONLY a JSON array of tasks. Each task should have a "task" field with the description.
+
+Example format:
+[
+  {{"task": "Subtask 1 description"}},
+  {{"task": "Subtask 2 description"}},
+  {{"task": "Subtask 3 description"}}
+]
+
+If there are no subtasks needed, return an empty array: []
+
+User input variables:
+{json.dumps(dict(variables), indent=2, default=str)}
+
+Now break down the task into subtasks:"""  # noqa: E501
+
+
+def retry_prompt(reply: str) -> str:
+    """strands-cli's clarification after a reply that does not parse."""
+    return f"""Your previous response was not valid JSON. Please respond with ONLY a JSON array of tasks.
+
+Expected format:
+[
+  {{"task": "description of subtask 1"}},
+  {{"task": "description of subtask 2"}}
+]
+
+Do not include any text before or after the JSON array. If there are no subtasks, return an empty array: []
+
+Previous response that failed to parse:
+{reply[:500]}
+"""  # noqa: E501
+
+
+def next_round_prompt(round_: int, max_rounds: int, workers: list[dict[str, Any]]) -> str:
+    """Our multi-round extension: what the orchestrator sees before round > 1."""
+    lines = [f"Round {round_ - 1} is finished. Results of its workers:", ""]
+    for worker in workers:
+        lines += [f"Worker {worker['index']} (task: {worker['task']}):", worker["response"], ""]
+    lines += [
+        f"This is round {round_} of at most {max_rounds}. If more work is needed, respond "
+        'with ONLY a JSON array of new tasks, each with a "task" field, as before. If the '
+        "work is complete, respond with an empty array: []",
+    ]
+    return "\n".join(lines)
+
+
+def _results(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
+    results = dict(ctx.results)
+    if extra is not None:
+        results[extra.key] = extra
+    return results
+
+
+def _rounds(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(r) for r in state.get("rounds", [])]
+
+
+def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[str]
+                  ) -> list[dict[str, Any] | None]:
+    """strands-cli's worker records for one round (None where not completed yet)."""
+    records: list[dict[str, Any] | None] = []
+    for i, task in enumerate(tasks):
+        result = results.get(worker_key(round_, i))
+        records.append(None if result is None else {
+            "response": result.response, "status": "success", "tokens": result.tokens,
+            "task": task, "round": round_, "index": i})
+    return records
+
+
+def _all_workers(results: Mapping[str, StepResult], rounds: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    workers = []
+    for entry in rounds:
+        workers += [w for w in round_workers(results, int(entry["round"]), list(entry["tasks"]))
+                    if w is not None]
+    return workers
+
+
+def _latest_hitl(results: Mapping[str, StepResult]) -> str | None:
+    latest = None
+    for result in results.values():
+        if result.key.startswith("review:"):
+            latest = result.response
+    return latest
+
+
+def synthesis_context(ctx: PlanContext, state: Mapping[str, Any],
+                      results: Mapping[str, StepResult]) -> dict[str, Any]:
+    rounds = _rounds(state)
+    workers = _all_workers(results, rounds)
+    context: dict[str, Any] = {
+        "workers": workers, "num_workers": len(workers), "worker_count": len(workers),
+        "round_count": int(state.get("current_round", 1)),
+        "tasks": [w["task"] for w in workers],
+        "rounds": [{"round": r["round"], "tasks": list(r["tasks"]),
+                    "workers": round_workers(results, int(r["round"]), list(r["tasks"]))}
+                   for r in rounds],
+        **ctx.variables,
+        "last_response": workers[-1]["response"] if workers else "",
+    }
+    hitl = _latest_hitl(results)
+    if hitl is not None:
+        context["hitl_response"] = hitl
+    if REDUCE_KEY in results:
+        context["reduce_response"] = context["last_response"] = results[REDUCE_KEY].response
+    if WRITEUP_KEY in results:
+        context["writeup_response"] = context["last_response"] = results[WRITEUP_KEY].response
+    return context
+
+
+def _step_job(ctx: PlanContext, key: str, step: Step, context: Mapping[str, Any],
+              where: str) -> StepJob:
+    if isinstance(step, HitlStep):
+        return hitl_job(ctx, key=key, step=step, context=context, where=where)
+    assert isinstance(step, AgentStep)
+    return agent_job(ctx, key=key, agent=step.agent, input_template=step.input,
+                     context={**context, **(step.vars or {})}, where=f"{where}.input")
+
+
+class OrchestratorWorkersPlanner:
+    def start(self, ctx: PlanContext) -> Decision:
+        state = {"phase": "orchestrate", "current_round": 1, "orchestrator_attempts": 1,
+                 "rounds": [], "dispatched": 0, "orchestrator_decision": "continue",
+                 "reduce_completed": False, "writeup_completed": False}
+        return Decision(state=state, schedule=(self._orchestrator_job(ctx, 1, 0, ""),))
+
+    def _orchestrator_job(self, ctx: PlanContext, round_: int, attempt: int, text: str
+                          ) -> StepJob:
+        agent = _config(ctx).orchestrator.agent
+        job = agent_job(ctx, key=orchestrate_key(round_, attempt), agent=agent,
+                        input_template=None, context=dict(ctx.variables),
+                        where="pattern.config.orchestrator", meta={"round": round_,
+                                                                   "attempt": attempt})
+        if round_ == 1 and attempt == 0:
+            text = orchestrator_prompt(ctx.variables)
+        return replace(job, input=text)  # literal text: replies may hold template syntax
+
+    def _worker_job(self, ctx: PlanContext, round_: int, index: int, task: str) -> StepJob:
+        template = _config(ctx).worker_template
+        key = worker_key(round_, index)
+        job = agent_job(ctx, key=key, agent=template.agent, input_template=None,
+                        context=dict(ctx.variables), where="pattern.config.worker_template",
+                        lane=key, meta={"round": round_, "index": index,
+                                        "tool_overrides": template.tools})
+        return replace(job, input=task)
+
+    def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
+        state: dict[str, Any] = {**ctx.state, "rounds": _rounds(ctx.state)}
+        key = result.key
+        if key.startswith("orchestrate:"):
+            return self._after_orchestrator(ctx, state, result)
+        if key.startswith("review:decomposition:"):
+            return self._start_workers(ctx, state, int(key.rsplit(":", 1)[1]))
+        if key.startswith("worker:"):
+            return self._after_worker(ctx, state, result)
+        if key == REDUCE_REVIEW_KEY:
+            return self._reduce(ctx, state, result)
+        if key == REDUCE_KEY:
+            state.update(reduce_completed=True)
+            return self._writeup(ctx, state, result)
+        if key == WRITEUP_KEY:
+            state.update(writeup_completed=True)
+            return self._complete(ctx, state, result)
+        raise ValueError(f"orchestrator_workers: unexpected step {key!r}")
+
+    # --- orchestrator -----------------------------------------------------------
+
+    def _after_orchestrator(self, ctx: PlanContext, state: dict[str, Any],
+                            result: StepResult) -> Decision:
+        parts = result.key.split(":")
+        round_ = int(parts[1])
+        attempt = int(parts[3]) if len(parts) == 4 else 0
+        try:
+            tasks = parse_tasks(result.response)
+        except ValueError as error:
+            if attempt < MAX_JSON_RETRIES:
+                state.update(orchestrator_attempts=attempt + 2)
+                job = self._orchestrator_job(ctx, round_, attempt + 1,
+                                             retry_prompt(result.response))
+                return Decision(state=state, schedule=(job,))
+            state.update(phase="done")
+            return Decision(
+                state=state, status=SessionStatus.FAILED,
+                reason=(f"orchestrator_workers: step {result.key!r}: failed to parse the "
+                        f"orchestrator response as valid JSON after {MAX_JSON_RETRIES + 1} "
+                        f"attempts ({error}); expected [{{\"task\": \"description\"}}, ...], "
+                        f"last reply: {excerpt(result.response)!r}"))
+        state["rounds"].append({"round": round_, "tasks": tasks})
+        state.update(current_round=round_, dispatched=0)
+        if not tasks:
+            state.update(orchestrator_decision="complete")
+            return self._finish_rounds(ctx, state, result)
+        state.update(orchestrator_decision="continue")
+        review = _config(ctx).decomposition_review
+        if review is not None:
+            state.update(phase="review_decomposition")
+            context = {"orchestrator_response": json.dumps([{"task": t} for t in tasks],
+                                                           indent=2),
+                       "subtasks": [{"task": t} for t in tasks], "task_count": len(tasks),
+                       **ctx.variables}
+            job = hitl_job(ctx, key=decomposition_review_key(round_), step=review,
+                           context=context, where="pattern.config.decomposition_review",
+                           meta={"round": round_})
+            return Decision(state=state, schedule=(job,))
+        return self._start_workers(ctx, state, round_)
+
+    # --- workers ----------------------------------------------------------------
+
+    def _tasks(self, state: Mapping[str, Any], round_: int) -> list[str]:
+        for entry in state["rounds"]:
+            if int(entry["round"]) == round_:
+                return list(entry["tasks"])
+        raise ValueError(f"orchestrator_workers: no tasks recorded for round {round_}")
+
+    def _start_workers(self, ctx: PlanContext, state: dict[str, Any], round_: int
+                       ) -> Decision:
+        tasks = self._tasks(state, round_)
+        max_workers, _ = _limits(ctx)
+        first = len(tasks) if max_workers is None else min(len(tasks), max_workers)
+        state.update(phase="workers", dispatched=first)
+        jobs = tuple(self._worker_job(ctx, round_, i, tasks[i]) for i in range(first))
+        return Decision(state=state, schedule=jobs)
+
+    def _after_worker(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+                      ) -> Decision:
+        round_ = int(result.key.split(":")[1])
+        tasks = self._tasks(state, round_)
+        results = _results(ctx, result)
+        done = sum(1 for i in range(len(tasks)) if worker_key(round_, i) in results)
+        max_workers, max_rounds = _limits(ctx)
+        # Derived from committed results alone, so any completion order gives the same
+        # schedule: workers [0, min(n, max_workers + done)) have been scheduled.
+        before = int(state.get("dispatched", 0))
+        after = len(tasks) if max_workers is None else min(len(tasks), max_workers + done)
+        after = max(after, before)
+        state.update(dispatched=after)
+        if done < len(tasks):
+            jobs = tuple(self._worker_job(ctx, round_, i, tasks[i]) for i in range(before, after))
+            return Decision(state=state, schedule=jobs)
+        if round_ < max_rounds:
+            state.update(phase="orchestrate", current_round=round_ + 1, orchestrator_attempts=1)
+            workers = [w for w in round_workers(results, round_, tasks) if w is not None]
+            job = self._orchestrator_job(ctx, round_ + 1, 0,
+                                         next_round_prompt(round_ + 1, max_rounds, workers))
+            return Decision(state=state, schedule=(job,))
+        return self._finish_rounds(ctx, state, result)
+
+    # --- reduce / writeup -------------------------------------------------------
+
+    def _finish_rounds(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+                       ) -> Decision:
+        config = _config(ctx)
+        if config.reduce is not None and config.reduce_review is not None:
+            state.update(phase="review_reduce")
+            results = _results(ctx, result)
+            context = synthesis_context(ctx, state, results)
+            job = hitl_job(ctx, key=REDUCE_REVIEW_KEY, step=config.reduce_review,
+                           context=context, where="pattern.config.reduce_review")
+            return Decision(state=state, schedule=(job,))
+        return self._reduce(ctx, state, result)
+
+    def _reduce(self, ctx: PlanContext, state: dict[str, Any], result: StepResult) -> Decision:
+        config = _config(ctx)
+        if config.reduce is None:
+            return self._writeup(ctx, state, result)
+        state.update(phase="reduce")
+        context = synthesis_context(ctx, state, _results(ctx, result))
+        job = _step_job(ctx, REDUCE_KEY, config.reduce, context, "pattern.config.reduce")
+        return Decision(state=state, schedule=(job,))
+
+    def _writeup(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+                 ) -> Decision:
+        config = _config(ctx)
+        if config.writeup is None:
+            return self._complete(ctx, state, result)
+        state.update(phase="writeup")
+        context = synthesis_context(ctx, state, _results(ctx, result))
+        job = _step_job(ctx, WRITEUP_KEY, config.writeup, context, "pattern.config.writeup")
+        return Decision(state=state, schedule=(job,))
+
+    def _complete(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+                  ) -> Decision:
+        state.update(phase="done")
+        results = _results(ctx, result)
+        context = synthesis_context(ctx, state, results)
+        if WRITEUP_KEY in results:
+            final = results[WRITEUP_KEY].response
+        elif REDUCE_KEY in results:
+            final = results[REDUCE_KEY].response
+        else:
+            final = "\n\n".join(f"Worker {i}: {w['response']}"
+                                for i, w in enumerate(context["workers"]))
+        context["last_response"] = final
+        return Decision(state=state, status=SessionStatus.COMPLETED, final_response=final,
+                        artifact_context=context)
+
+    # --- view -------------------------------------------------------------------
+
+    def view(self, ctx: PlanContext) -> dict[str, Any]:
+        rounds = []
+        for entry in _rounds(ctx.state):
+            round_, tasks = int(entry["round"]), list(entry["tasks"])
+            outputs = [None if w is None else {k: w[k] for k in ("index", "task", "response",
+                                                                   "tokens")}
+                       for w in round_workers(ctx.results, round_, tasks)]
+            rounds.append({"round": round_, "tasks": tasks, "worker_outputs": outputs})
+        return {
+            "current_round": ctx.state.get("current_round", 1),
+            "phase": ctx.state.get("phase", "orchestrate"),
+            "rounds": rounds,
+            "dispatched": ctx.state.get("dispatched", 0),
+            "orchestrator_decision": ctx.state.get("orchestrator_decision", "continue"),
+            "reduce_completed": bool(ctx.state.get("reduce_completed", False)),
+            "writeup_completed": bool(ctx.state.get("writeup_completed", False)),
+        }

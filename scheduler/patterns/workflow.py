@@ -1,0 +1,196 @@
+"""workflow: a DAG of tasks; each runs once all its deps are done, up to max_parallel.
+
+A task's input renders with the variables, `tasks` (the records of its completed
+ancestors, in strands-cli's execution order), `last_response` (the last of those) and
+`hitl_response` (the last HITL ancestor's answer). strands-cli runs whole layers and
+shows a task every earlier layer; here a task starts as soon as its own deps are done,
+so it sees exactly its ancestors, which are done whatever order steps complete in.
+
+pattern_state (stored): {"completed_tasks": [id, ...], "in_flight": [id, ...]}
+    completed in execution order; in_flight = scheduled and not yet committed.
+pattern_state (view):   {"completed_tasks", "pending_tasks" (deps met, not done),
+    "blocked_tasks" (a dep not done), "task_outputs": {id: {response, tokens, agent,
+    dependencies}}}
+
+Step keys are `task:<id>`; agent tasks run on lane `task:<id>`, so two tasks of one
+agent never share a conversation. HITL tasks do not take one of the max_parallel
+slots (no worker runs them) but at most one is scheduled at a time, as strands-cli
+allows one HITL task per layer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.spec import HitlTask, Task, WorkflowConfig
+from sessions.models import SessionStatus, StepJob, StepResult
+
+PREFIX = "task:"
+
+
+def task_key(task_id: str) -> str:
+    return f"{PREFIX}{task_id}"
+
+
+def _config(ctx: PlanContext) -> WorkflowConfig:
+    config = ctx.spec.pattern.config
+    assert isinstance(config, WorkflowConfig)
+    return config
+
+
+def layers(tasks: Sequence[Task]) -> list[list[str]]:
+    """strands-cli's execution layers (Kahn's algorithm, same queue order)."""
+    in_degree = {task.id: len(task.deps) for task in tasks}
+    children: dict[str, list[str]] = {task.id: [] for task in tasks}
+    for task in tasks:
+        for dep in task.deps:
+            children[dep].append(task.id)
+    out: list[list[str]] = []
+    queue = deque(task_id for task_id, degree in in_degree.items() if degree == 0)
+    while queue:
+        layer = [queue.popleft() for _ in range(len(queue))]
+        for task_id in layer:
+            for child in children[task_id]:
+                in_degree[child] -= 1
+                if in_degree[child] == 0:
+                    queue.append(child)
+        out.append(layer)
+    return out
+
+
+def execution_order(tasks: Sequence[Task]) -> list[str]:
+    return [task_id for layer in layers(tasks) for task_id in layer]
+
+
+def _ancestors(by_id: Mapping[str, Task], task_id: str) -> set[str]:
+    seen: set[str] = set()
+    stack = list(by_id[task_id].deps)
+    while stack:
+        dep = stack.pop()
+        if dep not in seen:
+            seen.add(dep)
+            stack.extend(by_id[dep].deps)
+    return seen
+
+
+def _done(ctx: PlanContext, extra: StepResult | None = None) -> dict[str, StepResult]:
+    """Committed task results by task id (plus `extra`, the one just finished)."""
+    results = list(ctx.results.values()) + ([extra] if extra is not None else [])
+    return {r.key[len(PREFIX):]: r for r in results if r.key.startswith(PREFIX)}
+
+
+def _record(task: Task, result: StepResult) -> dict[str, Any]:
+    """A task as templates see it (strands-cli's task_results entry)."""
+    if isinstance(task, HitlTask):
+        return {"type": "hitl", "prompt": task.prompt, "response": result.response,
+                "status": "success", "tokens_estimated": 0, "tokens": 0, "agent": "hitl"}
+    return {"response": result.response, "status": "success",
+            "tokens_estimated": result.tokens, "tokens": result.tokens, "agent": task.agent}
+
+
+def _records(by_id: Mapping[str, Task], order: Sequence[str], done: Mapping[str, StepResult],
+             only: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    return {task_id: _record(by_id[task_id], done[task_id]) for task_id in order
+            if task_id in done and (only is None or task_id in only)}
+
+
+def _context(ctx: PlanContext, tasks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    context: dict[str, Any] = {**ctx.variables, "tasks": tasks,
+                               "last_response": ""}
+    for record in tasks.values():  # execution order: the last one wins
+        context["last_response"] = record["response"]
+        if record.get("type") == "hitl":
+            context["hitl_response"] = record["response"]
+    return context
+
+
+def _job(ctx: PlanContext, index: int, task: Task, by_id: Mapping[str, Task],
+         order: Sequence[str], done: Mapping[str, StepResult]) -> StepJob:
+    context = _context(ctx, _records(by_id, order, done, _ancestors(by_id, task.id)))
+    where = f"pattern.config.tasks[{index}]"
+    meta = {"task": task.id}
+    if isinstance(task, HitlTask):
+        return hitl_job(ctx, key=task_key(task.id), step=task, context=context, where=where,
+                        meta=meta)
+    return agent_job(ctx, key=task_key(task.id), agent=task.agent, input_template=task.input,
+                     context=context, where=f"{where}.input", lane=task_key(task.id),
+                     meta=meta)
+
+
+def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[str]
+          ) -> tuple[list[str], list[StepJob]]:
+    """The tasks to schedule now: ready (deps done), not yet scheduled, in execution
+    order, within the free agent slots and at most one HITL task outstanding."""
+    tasks = _config(ctx).tasks
+    by_id = {task.id: task for task in tasks}
+    index = {task.id: i for i, task in enumerate(tasks)}
+    order = execution_order(tasks)
+    running = [t for t in in_flight if t not in done]
+    free = max(ctx.spec.runtime.max_parallel, 1) - sum(
+        1 for t in running if not isinstance(by_id[t], HitlTask))
+    hitl_busy = any(isinstance(by_id[t], HitlTask) for t in running)
+    chosen: list[str] = []
+    jobs: list[StepJob] = []
+    for task_id in order:
+        task = by_id[task_id]
+        if task_id in done or task_id in running or not all(d in done for d in task.deps):
+            continue
+        if isinstance(task, HitlTask):
+            if hitl_busy:
+                continue
+            hitl_busy = True
+        elif free <= 0:
+            continue
+        else:
+            free -= 1
+        chosen.append(task_id)
+        jobs.append(_job(ctx, index[task_id], task, by_id, order, done))
+    return running + chosen, jobs
+
+
+def _state(order: Sequence[str], done: Mapping[str, StepResult], in_flight: list[str]
+           ) -> dict[str, Any]:
+    return {"completed_tasks": [t for t in order if t in done], "in_flight": in_flight}
+
+
+class WorkflowPlanner:
+    def start(self, ctx: PlanContext) -> Decision:
+        return self._decide(ctx, _done(ctx))
+
+    def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
+        return self._decide(ctx, _done(ctx, result))
+
+    def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
+        tasks = _config(ctx).tasks
+        order = execution_order(tasks)
+        in_flight, jobs = _plan(ctx, done, list(ctx.state.get("in_flight", [])))
+        state = _state(order, done, in_flight)
+        if not all(task.id in done for task in tasks):
+            return Decision(state=state, schedule=tuple(jobs))
+        # strands-cli: the final response is the last task of the last layer.
+        last = layers(tasks)[-1][-1]
+        final = done[last].response
+        by_id = {task.id: task for task in tasks}
+        return Decision(state=state, status=SessionStatus.COMPLETED, final_response=final,
+                        artifact_context={"last_response": final, **ctx.variables,
+                                          "tasks": _records(by_id, order, done)})
+
+    def view(self, ctx: PlanContext) -> dict[str, Any]:
+        tasks = _config(ctx).tasks
+        order = execution_order(tasks)
+        by_id = {task.id: task for task in tasks}
+        done = _done(ctx)
+        waiting = [t for t in order if t not in done]
+        return {
+            "completed_tasks": [t for t in order if t in done],
+            "pending_tasks": [t for t in waiting if all(d in done for d in by_id[t].deps)],
+            "blocked_tasks": [t for t in waiting if not all(d in done for d in by_id[t].deps)],
+            "task_outputs": {
+                t: {"response": done[t].response, "tokens": done[t].tokens,
+                    "agent": done[t].agent, "dependencies": list(by_id[t].deps)}
+                for t in order if t in done
+            },
+        }
