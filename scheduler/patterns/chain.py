@@ -6,8 +6,8 @@ pattern_state (view):   + "step_history": [{index, agent, response, tokens}, ...
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
 
 from scheduler.patterns.base import HITL_AGENT, Decision, PlanContext, agent_job, hitl_job
 from scheduler.spec import AgentStep, ChainConfig
@@ -24,37 +24,69 @@ def _config(ctx: PlanContext) -> ChainConfig:
     return config
 
 
-def history(ctx: PlanContext, extra: StepResult | None = None) -> list[dict[str, Any]]:
-    results = dict(ctx.results)
-    if extra is not None:
-        results[extra.key] = extra
-    records = []
-    for result in results.values():
-        if not result.key.startswith("step:"):
-            continue
-        index = int(result.key.split(":", 1)[1])
-        if result.agent == HITL_AGENT:
-            records.append({"index": index, "type": "hitl",
-                            "prompt": result.meta.get("prompt", ""),
-                            "response": result.response, "tokens": 0})
-        else:
-            records.append({"index": index, "agent": result.agent,
-                            "response": result.response, "tokens": result.tokens})
-    return sorted(records, key=lambda r: r["index"])
+def _record(index: int, result: StepResult) -> dict[str, Any]:
+    if result.agent == HITL_AGENT:
+        return {"index": index, "type": "hitl", "prompt": result.meta.get("prompt", ""),
+                "response": result.response, "tokens": 0}
+    return {"index": index, "agent": result.agent, "response": result.response,
+            "tokens": result.tokens}
 
 
-def _context(ctx: PlanContext, steps: list[dict[str, Any]], step_vars: Mapping[str, Any]
+class StepHistory(Sequence[dict[str, Any]]):
+    """`steps` as templates see it: steps[0..n-1], built only where a template looks,
+    so planning step 1,000 costs what planning step 10 does."""
+
+    def __init__(self, results: Mapping[str, StepResult], count: int,
+                 extra: StepResult | None = None) -> None:
+        self._results = results
+        self._extra = extra
+        self._count = count
+        self._built: dict[int, dict[str, Any]] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._count))]
+        index = i + self._count if i < 0 else i
+        if not 0 <= index < self._count:
+            raise IndexError(f"steps[{i}]: only {self._count} step(s) have run")
+        record = self._built.get(index)
+        if record is None:
+            key = step_key(index)
+            result = self._extra if self._extra and self._extra.key == key \
+                else self._results[key]
+            record = self._built[index] = _record(index, result)
+        return record
+
+
+def history(ctx: PlanContext, extra: StepResult | None = None) -> StepHistory:
+    count = sum(1 for k in ctx.results if k.startswith("step:"))
+    if extra is not None and extra.key not in ctx.results:
+        count += 1
+    return StepHistory(ctx.results, count, extra)
+
+
+def _context(ctx: PlanContext, steps: StepHistory, step_vars: Mapping[str, Any]
              ) -> dict[str, Any]:
     context = {**ctx.variables, "steps": steps,
                "last_response": steps[-1]["response"] if steps else "", **step_vars}
     # strands-cli: the latest human answer is also `hitl_response`.
-    human = [s for s in steps if s.get("type") == "hitl"]
+    human = [i for i, step in enumerate(_config(ctx).steps[: len(steps)])
+             if not isinstance(step, AgentStep)]
     if human:
-        context["hitl_response"] = human[-1]["response"]
+        context["hitl_response"] = steps[human[-1]]["response"]
     return context
 
 
-def _job(ctx: PlanContext, index: int, steps: list[dict[str, Any]]) -> StepJob:
+def _job(ctx: PlanContext, index: int, steps: StepHistory) -> StepJob:
     step = _config(ctx).steps[index]
     where = f"pattern.config.steps[{index}]"
     if not isinstance(step, AgentStep):
@@ -67,12 +99,13 @@ def _job(ctx: PlanContext, index: int, steps: list[dict[str, Any]]) -> StepJob:
 
 class ChainPlanner:
     def start(self, ctx: PlanContext) -> Decision:
-        return Decision(state={"current_step": 0}, schedule=(_job(ctx, 0, []),))
+        return Decision(state={"current_step": 0},
+                        schedule=(_job(ctx, 0, StepHistory(ctx.results, 0)),))
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        steps = history(ctx, result)
         done = int(result.key.split(":", 1)[1])
         nxt = done + 1
+        steps = StepHistory(ctx.results, nxt, result)  # steps 0..done have all run
         state = {"current_step": nxt}
         if nxt < len(_config(ctx).steps):
             return Decision(state=state, schedule=(_job(ctx, nxt, steps),))
@@ -82,4 +115,5 @@ class ChainPlanner:
                                           "last_response": result.response})
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
-        return {"current_step": ctx.state.get("current_step", 0), "step_history": history(ctx)}
+        return {"current_step": ctx.state.get("current_step", 0),
+                "step_history": list(history(ctx))}

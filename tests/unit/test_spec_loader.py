@@ -881,7 +881,7 @@ def test_load_script_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "path", "problem"),
     [
-        ("rules:\n  - agent: a\n", "rules[0].reply", "missing required field"),
+        ("rules:\n  - agent: a\n", "rules[0]", "exactly one of `reply` or `error`"),
         ("delay_s: -1\n", "delay_s", "greater than or equal to 0"),
         ("delay: 1\n", "delay", "unknown field"),
         ("- reply: x\n", "", "a script file must be a mapping"),
