@@ -37,6 +37,31 @@ class Decision:
     artifact_context: Mapping[str, Any] = field(default_factory=dict)
 
 
+def with_result(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
+    """The committed results plus the one just finished (which ctx.results excludes)."""
+    results = dict(ctx.results)
+    if extra is not None:
+        results[extra.key] = extra
+    return results
+
+
+def split_key(key: str, prefix: str) -> tuple[str, int] | None:
+    """("id", n) of a key "<prefix><id>:<n>"; ids may themselves contain ':'."""
+    if not key.startswith(prefix):
+        return None
+    name, _, number = key[len(prefix):].rpartition(":")
+    return (name, int(number)) if name and number.isdigit() else None
+
+
+EXCERPT_CHARS = 200
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """An LLM reply shortened to one line, for error messages."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def agent_job(ctx: PlanContext, *, key: str, agent: str, input_template: str | None,
               context: Mapping[str, Any], where: str, lane: str = "",
               meta: Mapping[str, Any] | None = None) -> StepJob:

@@ -53,7 +53,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.json_reply import extract_json
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.patterns.base import (
+    Decision,
+    PlanContext,
+    agent_job,
+    excerpt,
+    hitl_job,
+    with_result,
+)
 from scheduler.spec import EvaluatorOptimizerConfig
 from sessions.models import SessionStatus, StepJob, StepResult
 
@@ -78,7 +85,6 @@ CLARIFICATION = (
     "Evaluate this draft:\n\n"
 )
 STOP_WORDS = frozenset({"stop", "abort", "end"})
-_EXCERPT = 200
 
 
 def produce_key(n: int) -> str:
@@ -137,10 +143,6 @@ def parse_evaluation(reply: str) -> Evaluation:
     return Evaluation(score, issues, fixes)
 
 
-def excerpt(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
 
 def _config(ctx: PlanContext) -> EvaluatorOptimizerConfig:
     config = ctx.spec.pattern.config
@@ -148,17 +150,11 @@ def _config(ctx: PlanContext) -> EvaluatorOptimizerConfig:
     return config
 
 
-def _results(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
-    results = dict(ctx.results)
-    if extra is not None:
-        results[extra.key] = extra
-    return results
-
 
 def history(ctx: PlanContext, evaluations: list[Mapping[str, Any]],
             extra: StepResult | None = None) -> list[dict[str, Any]]:
     """One record per evaluated draft (strands-cli's iteration_history shape + output)."""
-    results = _results(ctx, extra)
+    results = with_result(ctx, extra)
     records = []
     for entry in evaluations:
         n = int(entry["iteration"])
@@ -298,7 +294,7 @@ class EvaluatorOptimizerPlanner:
                   result: StepResult) -> Decision:
         config = _config(ctx)
         records = history(ctx, state["evaluations"], result)
-        results = _results(ctx, result)
+        results = with_result(ctx, result)
         last = records[-1]
         execution_context: dict[str, Any] = {
             "iterations": len(records), "final_score": last["score"],

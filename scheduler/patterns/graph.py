@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job, split_key
 from scheduler.spec import AgentNode, GraphConfig, GraphNode, HitlStep
 from scheduler.templates import render_condition
 from sessions.errors import TemplateError
@@ -57,12 +57,7 @@ def node_key(node_id: str, visit: int) -> str:
 
 def parse_key(key: str) -> tuple[str, int] | None:
     """(node id, visit) of a graph step key, or None."""
-    if not key.startswith(_PREFIX):
-        return None
-    node_id, _, visit = key[len(_PREFIX):].rpartition(":")
-    if not node_id or not visit.isdigit():
-        return None
-    return node_id, int(visit)
+    return split_key(key, _PREFIX)
 
 
 def _config(ctx: PlanContext) -> GraphConfig:

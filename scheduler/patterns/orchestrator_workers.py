@@ -62,7 +62,14 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.json_reply import extract_json
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.patterns.base import (
+    Decision,
+    PlanContext,
+    agent_job,
+    excerpt,
+    hitl_job,
+    with_result,
+)
 from scheduler.spec import AgentStep, HitlStep, OrchestratorWorkersConfig, Step
 from sessions.models import SessionStatus, StepJob, StepResult
 
@@ -71,7 +78,6 @@ DONE_WORDS = frozenset({"complete", "completed", "done"})
 REDUCE_KEY = "reduce"
 WRITEUP_KEY = "writeup"
 REDUCE_REVIEW_KEY = "review:reduce"
-_EXCERPT = 200
 
 
 def orchestrate_key(round_: int, attempt: int = 0) -> str:
@@ -85,10 +91,6 @@ def worker_key(round_: int, index: int) -> str:
 def decomposition_review_key(round_: int) -> str:
     return f"review:decomposition:{round_}"
 
-
-def excerpt(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def _config(ctx: PlanContext) -> OrchestratorWorkersConfig:
@@ -180,12 +182,6 @@ def next_round_prompt(round_: int, max_rounds: int, workers: list[dict[str, Any]
     ]
     return "\n".join(lines)
 
-
-def _results(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
-    results = dict(ctx.results)
-    if extra is not None:
-        results[extra.key] = extra
-    return results
 
 
 def _rounds(state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -362,7 +358,7 @@ class OrchestratorWorkersPlanner:
                       ) -> Decision:
         round_ = int(result.key.split(":")[1])
         tasks = self._tasks(state, round_)
-        results = _results(ctx, result)
+        results = with_result(ctx, result)
         done = sum(1 for i in range(len(tasks)) if worker_key(round_, i) in results)
         max_workers, max_rounds = _limits(ctx)
         # Derived from committed results alone, so any completion order gives the same
@@ -389,7 +385,7 @@ class OrchestratorWorkersPlanner:
         config = _config(ctx)
         if config.reduce is not None and config.reduce_review is not None:
             state.update(phase="review_reduce")
-            results = _results(ctx, result)
+            results = with_result(ctx, result)
             context = synthesis_context(ctx, state, results)
             job = hitl_job(ctx, key=REDUCE_REVIEW_KEY, step=config.reduce_review,
                            context=context, where="pattern.config.reduce_review")
@@ -401,7 +397,7 @@ class OrchestratorWorkersPlanner:
         if config.reduce is None:
             return self._writeup(ctx, state, result)
         state.update(phase="reduce")
-        context = synthesis_context(ctx, state, _results(ctx, result))
+        context = synthesis_context(ctx, state, with_result(ctx, result))
         job = _step_job(ctx, REDUCE_KEY, config.reduce, context, "pattern.config.reduce")
         return Decision(state=state, schedule=(job,))
 
@@ -411,14 +407,14 @@ class OrchestratorWorkersPlanner:
         if config.writeup is None:
             return self._complete(ctx, state, result)
         state.update(phase="writeup")
-        context = synthesis_context(ctx, state, _results(ctx, result))
+        context = synthesis_context(ctx, state, with_result(ctx, result))
         job = _step_job(ctx, WRITEUP_KEY, config.writeup, context, "pattern.config.writeup")
         return Decision(state=state, schedule=(job,))
 
     def _complete(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
                   ) -> Decision:
         state.update(phase="done")
-        results = _results(ctx, result)
+        results = with_result(ctx, result)
         context = synthesis_context(ctx, state, results)
         if WRITEUP_KEY in results:
             final = results[WRITEUP_KEY].response

@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.patterns.base import (
+    Decision,
+    PlanContext,
+    agent_job,
+    hitl_job,
+    split_key,
+    with_result,
+)
 from scheduler.spec import AgentStep, Branch, HitlStep, ParallelConfig, Step
 from sessions.models import SessionStatus, StepJob, StepResult
 
@@ -42,12 +49,6 @@ def _config(ctx: PlanContext) -> ParallelConfig:
     assert isinstance(config, ParallelConfig)
     return config
 
-
-def _done(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
-    done = dict(ctx.results)
-    if extra is not None:
-        done[extra.key] = extra
-    return done
 
 
 def _history(branch: Branch, done: Mapping[str, StepResult]) -> list[dict[str, Any]]:
@@ -120,10 +121,7 @@ def _reduce_job(ctx: PlanContext, step: Step, done: Mapping[str, StepResult]) ->
 
 def parse_key(key: str) -> tuple[str, int] | None:
     """(branch id, step index) of a branch step key, else None."""
-    if not key.startswith("branch:"):
-        return None
-    branch_id, _, index = key[len("branch:"):].rpartition(":")
-    return (branch_id, int(index)) if branch_id and index.isdigit() else None
+    return split_key(key, "branch:")
 
 
 def _is_hitl(config: ParallelConfig, key: str) -> bool:
@@ -175,10 +173,10 @@ def _aggregate(branches: Mapping[str, Mapping[str, Any]]) -> str:
 
 class ParallelPlanner:
     def start(self, ctx: PlanContext) -> Decision:
-        return self._decide(ctx, _done(ctx, None))
+        return self._decide(ctx, with_result(ctx, None))
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        return self._decide(ctx, _done(ctx, result))
+        return self._decide(ctx, with_result(ctx, result))
 
     def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
         config = _config(ctx)
@@ -200,7 +198,7 @@ class ParallelPlanner:
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         config = _config(ctx)
-        done = _done(ctx, None)
+        done = with_result(ctx, None)
         outputs: dict[str, dict[str, Any]] = {}
         for branch in config.branches:
             history = _history(branch, done)

@@ -41,7 +41,14 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.json_reply import extract_json
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from scheduler.patterns.base import (
+    Decision,
+    PlanContext,
+    agent_job,
+    excerpt,
+    hitl_job,
+    with_result,
+)
 from scheduler.spec import AgentStep, HitlStep, RoutingConfig
 from sessions.errors import SpecError
 from sessions.models import SessionStatus, StepJob, StepResult
@@ -52,7 +59,6 @@ ROUTER_LANE = "routing:router"
 ROUTE_FORMAT = 'Respond with valid JSON: {"route": "<route_name>"}'
 RETRY_NOTE = ('Previous response was malformed. '
               'Respond with ONLY valid JSON: {"route": "<route_name>"}')
-_EXCERPT = 200
 
 
 def router_key(attempt: int) -> str:
@@ -70,10 +76,6 @@ def _config(ctx: PlanContext) -> RoutingConfig:
     return config
 
 
-def excerpt(text: str, limit: int = _EXCERPT) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
 
 def parse_route(reply: str) -> str | None:
     """The route a router reply names, or None when it is not {"route": "<str>"}."""
@@ -85,12 +87,6 @@ def parse_route(reply: str) -> str | None:
     return route if isinstance(route, str) else None
 
 
-def _results(ctx: PlanContext, extra: StepResult | None) -> dict[str, StepResult]:
-    results = dict(ctx.results)
-    if extra is not None:
-        results[extra.key] = extra
-    return results
-
 
 def route_history(ctx: PlanContext, route: str | None, extra: StepResult | None = None
                   ) -> list[dict[str, Any]]:
@@ -100,7 +96,7 @@ def route_history(ctx: PlanContext, route: str | None, extra: StepResult | None 
     prefix = f"route:{route}:"
     steps = _config(ctx).routes[route].then
     records = []
-    for result in _results(ctx, extra).values():
+    for result in with_result(ctx, extra).values():
         if not result.key.startswith(prefix):
             continue
         index = int(result.key[len(prefix):])
