@@ -20,7 +20,7 @@ from scheduler.status import parse_spec
 from sessions.errors import DurableError, InvalidTransition, SessionNotFound
 from sessions.locks import Lock, locked
 from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
-from sessions.store import GATE_FIELDS, SessionRecord, Store
+from sessions.store import SessionRecord, Store
 
 OPERATOR = "operator"
 MAX_REPLANS = 20
@@ -165,8 +165,7 @@ async def _answer(store: Store, session_id: str, spec: Any, waiting: Mapping[str
     result = StepResult(key=job.key, agent="hitl", response=response, worker=OPERATOR,
                         committed_at=now_iso(), meta={**job.meta, "prompt": waiting["prompt"]})
     for _ in range(MAX_REPLANS):
-        values = await store.redis.hmget(store.keys.meta(session_id), list(GATE_FIELDS))
-        fields = {k: v or "" for k, v in zip(GATE_FIELDS, values, strict=True)}
+        fields = await store.plan_fields(session_id)
         results = OrderedDict((r.key, r) for r in await store.results(session_id))
         snapshot = Snapshot(spec=spec, fields=fields, results=results, session_id=session_id)
         request = plan_commit(snapshot, job, result, entry_id="", consumer=OPERATOR)

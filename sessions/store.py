@@ -341,6 +341,11 @@ class Store:
         return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
     # -- reads ---------------------------------------------------------------------
+    async def plan_fields(self, session_id: str) -> dict[str, str]:
+        """The meta fields a commit is planned from (what the gate script returns)."""
+        values = await self.redis.hmget(self.keys.meta(session_id), list(GATE_FIELDS))
+        return {k: _decode(v) for k, v in zip(GATE_FIELDS, values, strict=True)}
+
     async def get_session(self, session_id: str) -> SessionRecord:
         h = await self.redis.hgetall(self.keys.meta(session_id))
         if not h or "status" not in h:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from scheduler.status import parse_spec
 from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
 from sessions.models import Event, StepJob, StepResult, now_iso, now_ms
 from sessions.settings import DurableSettings
-from sessions.store import GATE_FIELDS, Store
+from sessions.store import Store
 from worker import retry_policy
 from worker.execute import StepExecutor, StepOutput
 
@@ -52,10 +51,10 @@ class ResultsCache:
         return cache
 
     @staticmethod
-    def extend(cache: SessionCache, new: list[StepResult], seen: int) -> None:
+    def extend(cache: SessionCache, new: list[StepResult]) -> None:
         for result in new:
             cache.results[result.key] = result
-        cache.count += seen
+        cache.count += len(new)
 
 
 class StepRunner:
@@ -68,7 +67,6 @@ class StepRunner:
         self.cache = ResultsCache()
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
-        self.last_commit_s = 0.0
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False) -> None:
@@ -94,7 +92,7 @@ class StepRunner:
         if gate.verdict != "run":
             log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
             return
-        self.cache.extend(cache, gate.new_results, len(gate.new_results))
+        self.cache.extend(cache, gate.new_results)
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
         if job.kind == "hitl_timeout":
@@ -160,13 +158,10 @@ class StepRunner:
                                 session_id=sid)
             request = plan_commit(snapshot, job, result, entry_id=entry_id,
                                   consumer=self.consumer, new_messages=output.new_messages)
-            t0 = time.perf_counter()
             outcome = await self.store.commit(request)
-            self.last_commit_s = time.perf_counter() - t0
             if outcome.verdict != "conflict":
                 if outcome.verdict == "ok":
-                    cache.results[result.key] = result
-                    cache.count += 1
+                    self.cache.extend(cache, [result])
                 else:
                     log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
                 return
@@ -190,11 +185,9 @@ class StepRunner:
                                     fields, cache)
 
     async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
-        values = await self.store.redis.hmget(self.store.keys.meta(sid), list(GATE_FIELDS))
-        fresh = await self.store.results(sid, cache.count)
-        self.cache.extend(cache, fresh, len(fresh))
-        return {k: (v.decode() if isinstance(v, bytes) else (v or ""))
-                for k, v in zip(GATE_FIELDS, values, strict=True)}
+        fields = await self.store.plan_fields(sid)
+        self.cache.extend(cache, await self.store.results(sid, cache.count))
+        return fields
 
     async def _fail(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                     exc: BaseException) -> None:
