@@ -71,17 +71,26 @@ def random_prefix() -> str:
     return f"t{secrets.token_hex(4)}"
 
 
-async def wait_for(check: Callable[[], Awaitable[T]], timeout_s: float = 30.0,
-                   interval_s: float = 0.02, what: str = "condition") -> T:
-    """Poll `check` until it returns something truthy, or fail naming `what`."""
+async def poll_until(check: Callable[[], Awaitable[T]], timeout_s: float,
+                     interval_s: float = 0.02) -> T | None:
+    """Poll `check` until it returns something truthy; None once `timeout_s` passed."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = await check()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+            return None
         await asyncio.sleep(interval_s)
+
+
+async def wait_for(check: Callable[[], Awaitable[T]], timeout_s: float = 30.0,
+                   interval_s: float = 0.02, what: str = "condition") -> T:
+    """Poll `check` until it returns something truthy, or fail naming `what`."""
+    value = await poll_until(check, timeout_s, interval_s)
+    if not value:
+        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    return value
 
 
 def wait_for_sync(check: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.05,

@@ -3,7 +3,6 @@ worker is SIGKILLed every second and restarted. Nothing may be lost or committed
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections import Counter
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet
-from helpers import wait_for
+from helpers import poll_until, wait_for
 
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
@@ -66,10 +65,10 @@ async def test_random_sigkills_lose_nothing_and_commit_nothing_twice(
     rng = random.Random(1234)
     kills = 0
     deadline = time.monotonic() + 240
-    while not await all_ended(store, sids):
+    # A worker dies every second until every session has ended.
+    while not await poll_until(lambda: all_ended(store, sids), timeout_s=1.0):
         assert time.monotonic() < deadline, f"sessions still running after {kills} kills:\n" \
             + fleet.logs()[-3000:]
-        await asyncio.sleep(1.0)  # the kill cadence the scenario asks for
         victim = rng.randrange(WORKERS)
         fleet.kill(workers[victim])
         workers[victim] = fleet.start_worker()
