@@ -21,7 +21,8 @@ async def pattern_state_view(store: Store, record: SessionRecord) -> dict[str, A
     spec = parse_spec(await store.spec_json(record.session_id))
     results = OrderedDict((r.key, r) for r in await store.results(record.session_id))
     ctx = PlanContext(spec=spec, variables=record.variables, state=record.state,
-                      results=results, session_id=record.session_id)
+                      results=results, session_id=record.session_id,
+                      failed_steps=frozenset(await store.failed_steps(record.session_id)))
     try:
         return planner_for(record.pattern_type).view(ctx)
     except NotImplementedError:

@@ -384,6 +384,10 @@ class Store:
             messages.pop(0)
         return messages
 
+    async def failed_steps(self, session_id: str) -> list[str]:
+        """Keys of the steps that failed past their retries and await a resume."""
+        return [_decode(k) for k in await self.redis.hkeys(self.keys.failed_jobs(session_id))]
+
     async def artifacts(self, session_id: str) -> dict[str, str]:
         return _decode_map(await self.redis.hgetall(self.keys.artifacts(session_id)))
 

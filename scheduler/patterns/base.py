@@ -24,6 +24,8 @@ class PlanContext:
     # Committed results by step key, in commit order.
     results: Mapping[str, StepResult]
     session_id: str = ""
+    # Steps that failed past their retries, waiting for a resume (views only).
+    failed_steps: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ the final response is strands-cli's aggregate "Branch <id>:\\n<response>" of eve
 branch (sorted by id) joined by "\\n\\n---\\n\\n".
 
 pattern_state (stored): {"in_flight": [step keys scheduled, not committed],
-    "completed_branches": [id, ...] (spec order), "failed_branches": [...] (kept as
-    found: the worker may mark them), "reduce_completed": bool}
-pattern_state (view): {"completed_branches", "failed_branches", "branch_outputs":
+    "completed_branches": [id, ...] (spec order), "reduce_completed": bool}
+pattern_state (view): {"completed_branches", "failed_branches" (branches with a step
+    failed past its retries, awaiting a resume), "branch_outputs":
     {id: {response, tokens, steps: [...]}} (branches with a step done),
     "reduce_completed", "reduce_output"}
 
@@ -166,6 +166,12 @@ def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[
     return running + [job.key for job in chosen], chosen
 
 
+def _failed_branches(config: ParallelConfig, failed_steps: frozenset[str]) -> list[str]:
+    """Branches with a step failed past its retries (spec order); a resume re-runs them."""
+    failed = {parsed[0] for parsed in map(parse_key, failed_steps) if parsed}
+    return [branch.id for branch in config.branches if branch.id in failed]
+
+
 def _aggregate(branches: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n\n---\n\n".join(f"Branch {bid}:\n{data['response']}"
                               for bid, data in sorted(branches.items()))
@@ -185,7 +191,6 @@ class ParallelPlanner:
         state: dict[str, Any] = {
             "in_flight": in_flight,
             "completed_branches": list(branches),
-            "failed_branches": list(ctx.state.get("failed_branches", [])),
             "reduce_completed": REDUCE_KEY in done,
         }
         if len(branches) < len(config.branches) or (
@@ -209,7 +214,7 @@ class ParallelPlanner:
         reduce = done.get(REDUCE_KEY)
         return {
             "completed_branches": list(_branches(config, done)),
-            "failed_branches": list(ctx.state.get("failed_branches", [])),
+            "failed_branches": _failed_branches(config, ctx.failed_steps),
             "branch_outputs": outputs,
             "reduce_completed": reduce is not None,
             "reduce_output": reduce.response if reduce is not None else None,

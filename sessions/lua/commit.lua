@@ -45,8 +45,8 @@ end
 local arts = cjson.decode(ARGV[20])
 for name, body in pairs(arts) do redis.call('HSET', KEYS[8], name, body) end
 
--- A session already ended (cancelled, failed elsewhere) keeps its status and
--- schedules nothing; a paused one holds its next steps until resumed.
+-- A session already ended keeps its status and schedules nothing (a failed one holds
+-- its next steps for a resume); a paused one holds its next steps until resumed.
 local decided = ARGV[9]
 local jobs = cjson.decode(ARGV[19])
 -- An answer to a human-in-the-loop step (given, or its default after the timeout)
@@ -63,7 +63,12 @@ if ARGV[13] == 'hitl' and status == 'paused' and decided ~= 'paused' then
   set_status(meta, sid, 'running', tonumber(ARGV[15]))
   status = 'running'
 end
-if is_terminal(status) then
+if status == 'failed' then
+  -- A sibling step failed the session while this one ran: hold what this one
+  -- schedules, so a resume continues every branch, not only the failed one.
+  for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end
+  jobs = {}
+elseif is_terminal(status) then
   jobs = {}
 elseif status == 'paused' then
   for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end

@@ -15,11 +15,13 @@ if redis.call('HEXISTS', KEYS[4], ARGV[4]) == 1 then
   ack(stream, ARGV[1], ARGV[3])
   return {'committed'}
 end
-if is_terminal(status) then
+-- A failed session is resumable: keep its due steps (a sibling's retry, say) with the
+-- held ones so that a resume runs them instead of leaving their branch stranded.
+if is_terminal(status) and status ~= 'failed' then
   ack(stream, ARGV[1], ARGV[3])
   return {'terminal', status}
 end
-if status == 'paused' and ARGV[9] ~= 'hitl_timeout' then
+if status == 'failed' or (status == 'paused' and ARGV[9] ~= 'hitl_timeout') then
   redis.call('RPUSH', KEYS[3], ARGV[5])
   ack(stream, ARGV[1], ARGV[3])
   return {'held'}

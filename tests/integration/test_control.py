@@ -184,3 +184,55 @@ async def test_session_that_starts_with_a_human_step(store: Store,
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
     history = (await session_status(store, sid))["pattern_state"]["step_history"]
     assert history[-1]["response"] == "a: final after go / go"
+
+
+PARALLEL_SPEC = """
+version: 0
+name: two-branches
+runtime:
+  provider: scripted
+  max_parallel: 2
+  failure_policy: {retries: 0}
+  script:
+    delay_s: 0.2
+    rules: [{contains: "b-step 0", error: "b is down"}]
+agents:
+  a: {prompt: "You are a."}
+pattern:
+  type: parallel
+  config:
+    branches:
+      - id: a
+        steps:
+          - {agent: a, input: "a-step 0"}
+          - {agent: a, input: "a-step 1"}
+          - {agent: a, input: "a-step 2"}
+      - id: b
+        steps:
+          - {agent: a, input: "b-step 0"}
+          - {agent: a, input: "b-step 1"}
+"""
+
+
+async def test_failed_branch_fails_session_and_resume_reruns_only_it(
+        store: Store, consumer: StepConsumer) -> None:
+    sid, _ = await start_session(store, load_spec_text(PARALLEL_SPEC, "par.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.FAILED), what="failure")
+    failed = await session_status(store, sid)
+    assert "step branch:b:0" in failed["error"] and "b is down" in failed["error"]
+    assert failed["pattern_state"]["failed_branches"] == ["b"]
+    # Branch a was running when b failed; what it commits meanwhile is kept, and its
+    # next steps are held for the resume rather than dropped.
+    fixed = PARALLEL_SPEC.replace('error: "b is down"', 'reply: "b is back"')
+    await resume(store, sid, new_spec=load_spec_text(fixed, "par.yaml"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    done = await session_status(store, sid)
+    assert done["pattern_state"]["completed_branches"] == ["a", "b"]
+    assert done["pattern_state"]["failed_branches"] == []
+    events = [f for _, f in await store.events(sid)]
+    started = Counter(f["step"] for f in events if f["type"] == "step_started")
+    completed = Counter(f["step"] for f in events if f["type"] == "step_completed")
+    assert started == {"branch:a:0": 1, "branch:a:1": 1, "branch:a:2": 1,
+                       "branch:b:0": 2, "branch:b:1": 1}
+    assert set(completed.values()) == {1} and len(completed) == 5
+    assert done["pattern_state"]["branch_outputs"]["b"]["steps"][0]["response"] == "b is back"
