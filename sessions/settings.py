@@ -28,6 +28,14 @@ class DurableSettings(BaseSettings):
     conversation_window: int = Field(default=20, ge=0)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
+    # HTTP API (`durable api`): where it listens; a token makes every route but
+    # /healthz require `Authorization: Bearer <token>`.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_token: str | None = Field(default=None, min_length=1)
+    # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
+    crash_at: str = Field(
+        default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
 
     @property
     def effective_lease_renew_ms(self) -> int:

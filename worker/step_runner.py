@@ -24,6 +24,7 @@ from sessions.settings import DurableSettings
 from sessions.store import Store
 from worker import retry_policy
 from worker.execute import StepExecutor, StepOutput
+from worker.faults import CrashPoints
 
 log = logging.getLogger("durable.worker")
 
@@ -67,6 +68,7 @@ class StepRunner:
         self.cache = ResultsCache()
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
+        self.crash = CrashPoints(settings.crash_at)
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False) -> None:
@@ -99,6 +101,7 @@ class StepRunner:
             await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
             return
         variables = json.loads(fields["variables"] or "{}")
+        self.crash.reached("after_gate")
 
         try:
             output = await self._execute_with_lease(shard, entry_id, spec, variables, job)
@@ -158,10 +161,12 @@ class StepRunner:
                                 session_id=sid)
             request = plan_commit(snapshot, job, result, entry_id=entry_id,
                                   consumer=self.consumer, new_messages=output.new_messages)
+            self.crash.reached("before_commit")
             outcome = await self.store.commit(request)
             if outcome.verdict != "conflict":
                 if outcome.verdict == "ok":
                     self.cache.extend(cache, [result])
+                    self.crash.reached("after_commit")
                 else:
                     log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
                 return
