@@ -1,0 +1,76 @@
+"""Shared by the recovery drills and the chaos mix: how a session ended (what must not
+change when workers crash) and an uninterrupted reference run to compare it with."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from helpers import RedisServer, random_prefix, wait_for
+from pattern_specs import PatternCase
+
+from scheduler.start import start_session
+from scheduler.status import session_status
+from sessions.connect import open_store
+from sessions.models import SessionStatus
+from sessions.settings import DurableSettings
+from sessions.store import Store
+from worker.consumer import StepConsumer
+
+CLAIM_IDLE_MS = 400
+DELAY_S = 0.05  # each agent call takes this long: long enough to die in the middle of
+
+
+@dataclass
+class Outcome:
+    status: dict[str, Any]
+    responses: dict[str, str]
+    artifacts: dict[str, str]
+    completed: Counter[str]
+    started: Counter[str]
+
+    def comparable(self) -> dict[str, Any]:
+        status = {k: v for k, v in self.status.items()
+                  if k not in ("session_id", "created_at", "updated_at")}
+        return {"status": status, "responses": self.responses, "artifacts": self.artifacts}
+
+
+async def outcome(store: Store, sid: str) -> Outcome:
+    events = [f for _, f in await store.events(sid)]
+    return Outcome(
+        status=await session_status(store, sid),
+        responses={r.key: r.response for r in await store.results(sid)},
+        artifacts=await store.artifacts(sid),
+        completed=Counter(f["step"] for f in events if f["type"] == "step_completed"),
+        started=Counter(f["step"] for f in events
+                        if f["type"] in ("step_started", "step_reclaimed")))
+
+
+# Quick to notice a dead worker's steps, so that drills spend their time on recovery.
+FAST: dict[str, Any] = {"claim_idle_ms": CLAIM_IDLE_MS, "read_block_ms": 100,
+                        "timer_poll_ms": 50, "heartbeat_s": 0.5}
+
+
+def settings_for(server: RedisServer, prefix: str) -> DurableSettings:
+    return DurableSettings(redis_url=server.url, key_prefix=prefix, **FAST)
+
+
+async def ended(store: Store, sid: str) -> bool:
+    return (await store.get_session(sid)).status != SessionStatus.RUNNING
+
+
+async def reference_run(server: RedisServer, case: PatternCase) -> Outcome:
+    """The same spec with nothing going wrong (an in-process worker)."""
+    settings = settings_for(server, random_prefix())
+    store = open_store(settings)
+    await store.prepare()
+    consumer = StepConsumer(settings, store)
+    await consumer.start()
+    try:
+        sid, _ = await start_session(store, case.load(DELAY_S))
+        await wait_for(lambda: ended(store, sid), timeout_s=60, what="reference run")
+        return await outcome(store, sid)
+    finally:
+        await consumer.stop(grace_s=0)
+        await store.redis.aclose()
