@@ -24,10 +24,18 @@ class DurableSettings(BaseSettings):
     timer_poll_ms: int = Field(default=500, ge=10)
     heartbeat_s: float = Field(default=5.0, gt=0)
     shutdown_grace_s: float = Field(default=20.0, ge=0)
+    # One model call (one attempt) may take this long; a hung provider then counts as a
+    # transient failure instead of holding the step's lease forever. 0 = no limit.
+    model_timeout_s: float = Field(default=600.0, ge=0)
     # Messages of an agent's committed conversation restored for its next step.
     conversation_window: int = Field(default=20, ge=0)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
+    # Observability and the scheduler role (sessions/metrics.py, scheduler/service.py).
+    metrics_port: int = Field(default=9464, ge=0, le=65535)  # worker/scheduler /metrics; 0 = off
+    scheduler_lock_ttl_ms: int = Field(default=10_000, ge=300)  # leadership lapses after this
+    scheduler_check_s: float = Field(default=5.0, gt=0)  # max_duration_s and stuck checks
+    stuck_after_s: float = Field(default=900.0, gt=0)  # running, no commit, nothing queued
     # HTTP API (`durable api`): where it listens; a token makes every route but
     # /healthz require `Authorization: Bearer <token>`.
     api_host: str = "127.0.0.1"

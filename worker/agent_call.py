@@ -8,6 +8,7 @@ last transient error once attempts run out, propagates unchanged to the durable 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from dataclasses import dataclass
@@ -64,8 +65,10 @@ async def call_agent(
     history: list[dict[str, Any]],
     prompt: str,
     retry: RetryPolicy | None = None,
+    timeout_s: float | None = None,
 ) -> AgentReply:
-    """Run one agent turn on `model`, retrying transient errors per `retry` (default policy)."""
+    """Run one agent turn on `model`, retrying transient errors per `retry` (default policy).
+    Each attempt gets `timeout_s` (None: unlimited); running out of it is transient."""
     policy = retry if retry is not None else RetryPolicy()
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.attempts),
@@ -78,8 +81,17 @@ async def call_agent(
     )
     async for attempt in retrying:
         with attempt:
-            return await _call_once(model, system_prompt, history, prompt)
+            return await _call_within(timeout_s, model, system_prompt, history, prompt)
     raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+
+async def _call_within(timeout_s: float | None, model: Model, system_prompt: str | None,
+                       history: list[dict[str, Any]], prompt: str) -> AgentReply:
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _call_once(model, system_prompt, history, prompt)
+    except TimeoutError:
+        raise TimeoutError(f"no reply from the model within {timeout_s:g}s") from None
 
 
 async def _call_once(

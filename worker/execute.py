@@ -68,7 +68,8 @@ class StepExecutor:
         history = await self.store.conversation(job.session_id, job.conversation_lane,
                                                 self.settings.conversation_window)
         reply = await call_agent(model, system_prompt=job.system_prompt or None, history=history,
-                                 prompt=job.input)
+                                 prompt=job.input,
+                                 timeout_s=self.settings.model_timeout_s or None)
         return StepOutput(
             response=reply.text,
             input_tokens=reply.input_tokens,

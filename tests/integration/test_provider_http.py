@@ -32,6 +32,8 @@ class FakeLLM:
 
     port: int = 0
     failures: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    hangs: int = 0  # requests (first ones) answered only when the test ends: a hung server
+    released: threading.Event = field(default_factory=threading.Event)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -53,7 +55,12 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 state.requests.append(body)
                 state.headers.append({k.lower(): v for k, v in self.headers.items()})
                 failure = state.failures.pop(0) if state.failures else None
-            if failure is not None:
+                hang = state.hangs > 0
+                state.hangs -= hang
+            if hang:
+                state.released.wait(timeout=30)
+                self._send_error(504)
+            elif failure is not None:
                 self._send_error(failure)
             elif self.path == "/api/chat":
                 self._stream("application/x-ndjson", _ollama_lines(body["model"]))
@@ -131,6 +138,7 @@ def fake_llm() -> Iterator[FakeLLM]:
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield state
+    state.released.set()
     server.shutdown()
     server.server_close()
     thread.join(timeout=5)
@@ -230,6 +238,30 @@ async def test_permanent_errors_are_not_retried(
         await call_agent(model, system_prompt=None, history=[], prompt="hi", retry=FAST_RETRY)
     assert getattr(info.value, "status_code", None) == 400
     assert len(fake_llm.requests) == 1
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_hung_server_times_out_and_is_retried(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    fake_llm.hangs = 1
+    reply = await call_agent(model, system_prompt=None, history=[], prompt="hi",
+                             retry=FAST_RETRY, timeout_s=0.3)
+    assert reply.text == REPLY
+    assert len(fake_llm.requests) == 2
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_server_that_never_answers_fails_the_attempts_with_a_timeout(
+    provider: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = build_model(_provider_cfg(provider, fake_llm, monkeypatch))
+    fake_llm.hangs = FAST_RETRY.attempts
+    with pytest.raises(TimeoutError, match=r"no reply from the model within 0\.2s"):
+        await call_agent(model, system_prompt=None, history=[], prompt="hi",
+                         retry=FAST_RETRY, timeout_s=0.2)
+    assert len(fake_llm.requests) == FAST_RETRY.attempts
 
 
 def _text(content: Any) -> str:
