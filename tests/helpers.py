@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -49,8 +50,8 @@ def start_redis(extra: list[str] | None = None, workdir: Path | None = None) -> 
     port = free_port()
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
-    if workdir is not None:
-        cmd += ["--dir", str(workdir)]
+    # Its own directory always: nothing it might write (a replica's sync) lands in the repo.
+    cmd += ["--dir", str(workdir or tempfile.mkdtemp(prefix="durable-redis-"))]
     process = subprocess.Popen(cmd + (extra or []), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     server = RedisServer(port, process)
