@@ -20,6 +20,8 @@ from sessions.errors import SpecError, TemplateError
 from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
 from sessions.store import CommitRequest
 
+FINAL_RESPONSE = "final_response"
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -114,9 +116,14 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
     if status != SessionStatus.RUNNING:
         events.append(Event(f"session_{status.value}", step=job.key, worker=consumer, at=at,
                             detail=reason))
+    state = decision.state
+    if status == SessionStatus.COMPLETED and decision.final_response is not None:
+        # The session's result (the accepted draft, the reduce step...), which need not
+        # be the last step's reply: kept with the final pattern_state.
+        state = {**state, FINAL_RESPONSE: decision.final_response}
     return CommitRequest(
         job=job, entry_id=entry_id, consumer=consumer, expected_version=snapshot.version,
-        result=result, state=decision.state, status=status, reason=reason,
+        result=result, state=state, status=status, reason=reason,
         new_messages=new_messages, next_jobs=runnable, artifacts=artifacts, events=events,
         now_iso=at, now_ms=at_ms, waiting=waiting, timers=timers,
     )

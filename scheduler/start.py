@@ -16,7 +16,8 @@ from sessions.store import NewSession, Store
 def spec_json(loaded: LoadedSpec) -> str:
     """The effective spec (overrides applied) as workers rebuild it."""
     data = loaded.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+    # Key order kept: graph nodes and routes keep the spec's order, as strands-cli sees it.
+    return json.dumps(data, separators=(",", ":"))
 
 
 def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSession:

@@ -50,4 +50,6 @@ async def session_status(store: Store, session_id: str) -> dict[str, Any]:
     doc = summary(record)
     doc["variables"] = record.variables
     doc["pattern_state"] = await pattern_state_view(store, record)
+    # What the session produced, once completed (see scheduler/advance.py).
+    doc["final_response"] = record.state.get("final_response")
     return doc

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.advance import FINAL_RESPONSE
 from scheduler.loader import LoadedSpec
 from scheduler.start import start_session
 from sessions.connect import MEMORY_URL, open_store
@@ -48,6 +49,15 @@ async def follow(store: Store, session_id: str, on_step: Callable[[StepResult], 
         await asyncio.sleep(poll_s)
 
 
+def final_response(record: SessionRecord, results: list[StepResult]) -> str:
+    """The session's result as its planner decided it at completion (the accepted draft,
+    the reduce step, the branches' aggregate...), else the last step's reply."""
+    final = record.state.get(FINAL_RESPONSE)
+    if isinstance(final, str):
+        return final
+    return results[-1].response if results else ""
+
+
 async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],
                        on_start: Callable[[str], None] | None = None,
                        settings: DurableSettings | None = None) -> RunOutcome:
@@ -61,7 +71,8 @@ async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None]
             on_start(session_id)
         record = await follow(store, session_id, on_step)
         results = await store.results(session_id)
-        return RunOutcome(session_id, record, results[-1].response if results else "",
+        return RunOutcome(session_id, record,
+                          final_response(record, results),
                           await store.artifacts(session_id))
     finally:
         await consumer.stop(grace_s=0)
