@@ -18,11 +18,19 @@ class ArtifactPathError(DurableError):
 
 
 def render_artifacts(spec: Spec, context: Mapping[str, Any]) -> dict[str, str]:
-    """{rendered path: rendered content}; raises TemplateError naming the artifact."""
+    """{rendered path: rendered content}; raises TemplateError naming the artifact.
+
+    `context` is the planner's (strands-cli's variables + execution_context). On top,
+    as strands-cli's artifact writer and graph executor give them: `TRACE` (strands-cli
+    renders its OpenTelemetry trace there, "" when telemetry is off; there is none
+    here), `name` (the spec's) and `timestamp` (now, ISO 8601 UTC). The context wins
+    over these, as variables and execution_context do in strands-cli.
+    """
     outputs = spec.outputs
     if outputs is None:
         return {}
-    full = {"name": spec.name, "timestamp": datetime.now(UTC).isoformat(), **context}
+    full = {"TRACE": "", "name": spec.name, "timestamp": datetime.now(UTC).isoformat(),
+            **context}
     rendered: dict[str, str] = {}
     for i, artifact in enumerate(outputs.artifacts):
         path = render(artifact.path, full, f"outputs.artifacts[{i}].path").strip()

@@ -2,6 +2,7 @@
 
 pattern_state (stored): {"current_step": i} - the next step to run.
 pattern_state (view):   + "step_history": [{index, agent, response, tokens}, ...]
+Templates see each step record with strands-cli's `tokens_estimated` too.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ def _config(ctx: PlanContext) -> ChainConfig:
 
 
 def _record(index: int, result: StepResult) -> dict[str, Any]:
+    """strands-cli's step record (`tokens_estimated`), plus `tokens` (the same count)."""
     if result.agent == HITL_AGENT:
         return {"index": index, "type": "hitl", "prompt": result.meta.get("prompt", ""),
-                "response": result.response, "tokens": 0}
+                "response": result.response, "tokens": 0, "tokens_estimated": 0}
     return {"index": index, "agent": result.agent, "response": result.response,
-            "tokens": result.tokens}
+            "tokens": result.tokens, "tokens_estimated": result.tokens}
 
 
 class StepHistory(Sequence[dict[str, Any]]):
@@ -115,5 +117,7 @@ class ChainPlanner:
                                           "last_response": result.response})
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
+        # The seed's shape: templates' strands-cli alias `tokens_estimated` left out.
         return {"current_step": ctx.state.get("current_step", 0),
-                "step_history": list(history(ctx))}
+                "step_history": [{k: v for k, v in record.items() if k != "tokens_estimated"}
+                                 for record in history(ctx)]}

@@ -7,18 +7,24 @@ target only; `choose: [{when, to}]` goes to the first choice whose `when` is tru
 always is). No edge from the node, or no `when` true, makes it terminal: the session
 completes with its response. One node runs at a time.
 
-Limits, checked before a node is scheduled (in this order, as strands-cli does):
-  * the total step limit: `runtime.budgets.max_steps`, else DEFAULT_MAX_STEPS (100) agent
-    node executions; reaching it with a node still to run fails the session;
+Limits:
   * `pattern.config.max_iterations` (default 10) applies PER NODE: the visit that would
-    exceed it fails the session naming the node and the limit.
+    exceed it fails the session naming the node and the limit (as strands-cli does);
+  * the overall step budget is a budget like any other (scheduler/budgets.py):
+    `runtime.budgets.max_steps`, else strands-cli's 100 for a graph. Reaching it PAUSES
+    the session with the reason, the next node held; `durable resume SID --set
+    budgets.max_steps=N` continues. (strands-cli fails instead; a durable session can
+    go on.) It counts committed steps, HITL answers included; `total_steps` below stays
+    strands-cli's count of agent node executions.
 
 Templates (node inputs, agent prompts, HITL prompts, `when` conditions) see the input
-variables, `last_response` (the last finished node's response, "" before any) and
+variables, `last_response` (the last finished node's response, "" before any),
+`hitl_response` (the latest HITL node's answer, None before any, as strands-cli) and
 `nodes`: EVERY node, pre-filled as strands-cli does with {response: None, agent,
 status: "not_executed", iteration: 0}, then {response, agent, status: "success",
 iteration: k} once its k-th visit has finished. A node's own template sees its previous
-visit (strands-cli builds the context before the node runs).
+visit (strands-cli builds the context before the node runs). strands-cli's conditions
+see only `nodes` and `hitl_response`; ours see the whole context, a superset.
 
 Step keys: the k-th visit (k from 1) of node `id` is `node:<id>:<k>`. HITL nodes are
 scheduled with hitl_job and the human's answer comes back as that step's result.
@@ -40,14 +46,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job, split_key
+from scheduler.budgets import GRAPH_DEFAULT_MAX_STEPS
+from scheduler.patterns.base import (
+    Decision,
+    PlanContext,
+    agent_job,
+    hitl_job,
+    split_key,
+    with_result,
+)
 from scheduler.spec import AgentNode, GraphConfig, GraphNode, HitlStep
 from scheduler.templates import render_condition
 from sessions.errors import TemplateError
 from sessions.models import SessionStatus, StepJob, StepResult
 
 # strands-cli's total node-execution limit when runtime.budgets.max_steps is not set.
-DEFAULT_MAX_STEPS = 100
+DEFAULT_MAX_STEPS = GRAPH_DEFAULT_MAX_STEPS
 _PREFIX = "node:"
 
 
@@ -64,11 +78,6 @@ def _config(ctx: PlanContext) -> GraphConfig:
     config = ctx.spec.pattern.config
     assert isinstance(config, GraphConfig)
     return config
-
-
-def max_steps(ctx: PlanContext) -> int:
-    budgets = ctx.spec.runtime.budgets
-    return (budgets.max_steps if budgets else None) or DEFAULT_MAX_STEPS
 
 
 def _agent_of(node: GraphNode) -> str | None:
@@ -119,9 +128,22 @@ def history(ctx: PlanContext, extra: StepResult | None = None) -> list[str]:
     return [node_id for node_id, _ in visits]
 
 
-def _context(ctx: PlanContext, nodes: dict[str, dict[str, Any]], last_response: str
-             ) -> dict[str, Any]:
-    return {**ctx.variables, "nodes": nodes, "last_response": last_response}
+def latest_hitl_response(ctx: PlanContext, extra: StepResult | None = None) -> str | None:
+    """The most recent answer of any HITL node, None before one (strands-cli's intent;
+    it picks the last HITL node in spec order, which differs only when two answered)."""
+    config = _config(ctx)
+    latest = None
+    for result in with_result(ctx, extra).values():
+        parsed = parse_key(result.key)
+        if parsed is not None and isinstance(config.nodes.get(parsed[0]), HitlStep):
+            latest = result.response
+    return latest
+
+
+def _context(ctx: PlanContext, nodes: dict[str, dict[str, Any]], last_response: str,
+             extra: StepResult | None = None) -> dict[str, Any]:
+    return {**ctx.variables, "nodes": nodes, "last_response": last_response,
+            "hitl_response": latest_hitl_response(ctx, extra)}
 
 
 class _EdgeError(Exception):
@@ -169,16 +191,8 @@ def _job(ctx: PlanContext, node_id: str, visit: int, context: Mapping[str, Any])
 
 def _visit(ctx: PlanContext, node_id: str, counts: dict[str, int], total_steps: int,
            last_node: str | None, context: Mapping[str, Any]) -> Decision:
-    """Schedule the next visit of `node_id`, or fail if a limit forbids it."""
-    limit = max_steps(ctx)
-    if total_steps >= limit:
-        return Decision(
-            state={"current_node": last_node or node_id, "iteration_counts": counts,
-                   "total_steps": total_steps},
-            status=SessionStatus.FAILED,
-            reason=(f"graph exceeded the max_steps limit ({limit}) before node {node_id!r}; "
-                    f"possible infinite loop. Last executed node: {last_node!r} "
-                    "(raise runtime.budgets.max_steps)"))
+    """Schedule the next visit of `node_id`, or fail if its max_iterations forbids it.
+    (The overall step budget is checked with the other budgets, after planning.)"""
     visit = counts.get(node_id, 0) + 1
     max_iterations = _config(ctx).max_iterations
     if visit > max_iterations:
@@ -215,7 +229,7 @@ class GraphPlanner:
         if not isinstance(config.nodes[node_id], HitlStep):
             total_steps += 1  # strands-cli counts agent node executions only
         nodes = node_results(ctx, counts, result)
-        context = _context(ctx, nodes, result.response)
+        context = _context(ctx, nodes, result.response, result)
         try:
             nxt = next_node(config, node_id, context)
         except _EdgeError as exc:
@@ -240,6 +254,7 @@ class GraphPlanner:
                 "execution_path": history(ctx, result),
                 "cumulative_tokens": tokens + result.tokens,
                 "last_response": result.response,
+                "hitl_response": context["hitl_response"],
             })
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:

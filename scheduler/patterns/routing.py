@@ -12,14 +12,17 @@ strands-cli behaviours matched (exec/routing.py, exec/chain.py @929836b):
   The router's conversation continues across retries (one lane, `routing:router`,
   kept apart from the route steps' lanes: strands-cli runs the route with a fresh
   agent cache, so even the router's own agent starts a new conversation there).
-- A reply that is not JSON {"route": "<string>"} is retried up to
-  `router.max_retries` times, then the session fails. DOCUMENTED CHOICE, following
-  strands-cli: a well-formed reply naming an UNKNOWN route is not retried - the
-  session fails at once, naming the route, the valid routes and the reply.
+- A reply that is not JSON {"route": "<string>"} (parsed tolerantly: code fences and
+  prose around it are fine), or that names an UNKNOWN route, is retried up to
+  `router.max_retries` times, then the session fails naming the step, the reply and
+  (for an unknown route) the valid routes. An unknown route's retry says which routes
+  exist. (strands-cli fails at once on an unknown route; issue 3 asks for the retry: a
+  model that misnames a route usually gets it right when told the names.)
 - review_router: "approved" keeps the choice, "route:<name>" overrides it (an unknown
   name fails), anything else fails.
 - Route steps see the variables, `router` {chosen_route, response}, `steps` (this
-  route's history: index, agent, response, tokens; HITL steps add type/prompt),
+  route's history: index, agent, response, tokens and strands-cli's tokens_estimated;
+  HITL steps add type/prompt),
   `hitl_response` (latest HITL step), `last_response` and the step's `vars`;
   `chosen_route`, `router_response`, `router_agent` are aliases the loader allows.
 - A route with no steps fails ("Route '<name>' has no steps to execute").
@@ -59,6 +62,8 @@ ROUTER_LANE = "routing:router"
 ROUTE_FORMAT = 'Respond with valid JSON: {"route": "<route_name>"}'
 RETRY_NOTE = ('Previous response was malformed. '
               'Respond with ONLY valid JSON: {"route": "<route_name>"}')
+UNKNOWN_ROUTE_NOTE = ("Previous response chose the unknown route {route!r}. Valid routes: "
+                      '{valid}. Respond with ONLY valid JSON: {{"route": "<route_name>"}}')
 
 
 def router_key(attempt: int) -> str:
@@ -102,9 +107,10 @@ def route_history(ctx: PlanContext, route: str | None, extra: StepResult | None 
         index = int(result.key[len(prefix):])
         step = steps[index] if index < len(steps) else None
         record: dict[str, Any] = {"index": index, "agent": result.agent,
-                                  "response": result.response, "tokens": result.tokens}
+                                  "response": result.response, "tokens": result.tokens,
+                                  "tokens_estimated": result.tokens}
         if isinstance(step, HitlStep):
-            record.update(type="hitl", prompt=step.prompt)
+            record.update(type="hitl", prompt=step.prompt, tokens_estimated=0)
         records.append(record)
     return sorted(records, key=lambda r: r["index"])
 
@@ -129,14 +135,24 @@ def _route_context(ctx: PlanContext, route: str, router_response: str,
     return {**context, **step_vars}
 
 
-def _router_job(ctx: PlanContext, attempt: int) -> StepJob:
+def _valid_routes(ctx: PlanContext) -> str:
+    return ", ".join(f"'{r}'" for r in _config(ctx).routes)
+
+
+def _router_job(ctx: PlanContext, attempt: int, unknown: str | None = None) -> StepJob:
+    """Attempt `attempt` of the router; a retry after an unknown route names the routes."""
     router = _config(ctx).router
     job = agent_job(ctx, key=router_key(attempt), agent=router.agent,
                     input_template=router.input, context=dict(ctx.variables),
                     where="pattern.config.router.input", lane=ROUTER_LANE,
                     meta={"attempt": attempt})
     # The format note is appended to the rendered text, never to template source.
-    note = ROUTE_FORMAT if attempt == 0 else RETRY_NOTE
+    if attempt == 0:
+        note = ROUTE_FORMAT
+    elif unknown is not None:
+        note = UNKNOWN_ROUTE_NOTE.format(route=unknown, valid=_valid_routes(ctx))
+    else:
+        note = RETRY_NOTE
     return replace(job, input=f"{job.input}\n\n{note}")
 
 
@@ -178,23 +194,23 @@ class RoutingPlanner:
         config = _config(ctx)
         attempt = 0 if result.key == ROUTER_KEY else int(result.key.rsplit(":", 1)[1])
         route = parse_route(result.response)
-        if route is None:
+        unknown = route if route is not None and route not in config.routes else None
+        if route is None or unknown is not None:
             if attempt < config.router.max_retries:
                 state.update(phase="router", router_attempts=attempt + 2)
-                return Decision(state=state, schedule=(_router_job(ctx, attempt + 1),))
+                return Decision(state=state,
+                                schedule=(_router_job(ctx, attempt + 1, unknown),))
             state.update(phase="done")
-            return Decision(
-                state=state, status=SessionStatus.FAILED,
-                reason=(f"routing: step {result.key!r}: router failed to produce valid JSON "
-                        f"after {config.router.max_retries + 1} attempts; expected "
-                        f'{{"route": "<route_name>"}}, last reply: {excerpt(result.response)!r}'))
-        if route not in config.routes:
-            valid = ", ".join(f"'{r}'" for r in config.routes)
-            state.update(phase="done")
-            return Decision(
-                state=state, status=SessionStatus.FAILED,
-                reason=(f"routing: step {result.key!r}: invalid route '{route}' selected by "
-                        f"router. Valid routes: {valid}; reply: {excerpt(result.response)!r}"))
+            attempts = config.router.max_retries + 1
+            if unknown is None:
+                problem = (f"router failed to produce valid JSON after {attempts} attempts; "
+                           'expected {"route": "<route_name>"}')
+            else:
+                problem = (f"invalid route '{unknown}' selected by router after {attempts} "
+                           f"attempts. Valid routes: {_valid_routes(ctx)}")
+            return Decision(state=state, status=SessionStatus.FAILED,
+                            reason=(f"routing: step {result.key!r}: {problem}; "
+                                    f"last reply: {excerpt(result.response)!r}"))
         state.update(router_key=result.key, router_choice=route)
         review = config.router.review_router
         if review is not None:
@@ -285,7 +301,9 @@ class RoutingPlanner:
             "router_response": (ctx.results[key].response
                                 if isinstance(key, str) and key in ctx.results else None),
             "current_step": ctx.state.get("current_step", 0),
-            "step_history": history,
+            # The seed's shape: templates' strands-cli alias `tokens_estimated` left out.
+            "step_history": [{k: v for k, v in r.items() if k != "tokens_estimated"}
+                             for r in history],
         }
         if view["routed_agent_completed"] and history:
             view["final_response"] = history[-1]["response"]

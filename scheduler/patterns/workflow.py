@@ -3,8 +3,17 @@
 A task's input renders with the variables, `tasks` (the records of its completed
 ancestors, in strands-cli's execution order), `last_response` (the last of those) and
 `hitl_response` (the last HITL ancestor's answer). strands-cli runs whole layers and
-shows a task every earlier layer; here a task starts as soon as its own deps are done,
-so it sees exactly its ancestors, which are done whatever order steps complete in.
+shows a task every task of the earlier layers; here a task starts as soon as what it
+reads is done, so what it sees never depends on timing:
+  * its declared deps and their ancestors;
+  * plus every earlier-layer task its templates (input, or a HITL task's prompt and
+    context_display, and its agent's prompt) name as `tasks.<id>` / `tasks['<id>']`:
+    an implicit dep, so a strands-cli spec that reads a task it does not list in
+    `deps` renders as in strands-cli;
+  * plus, when a template uses `tasks` any other way (`{% for t in tasks %}`,
+    `tasks | list`), every task of the earlier layers, exactly strands-cli's view.
+Implicit deps only point to earlier layers, so the layers (and the final response)
+stay strands-cli's. A task of the same or a later layer stays invisible, as there.
 
 pattern_state (stored): {"completed_tasks": [id, ...], "in_flight": [id, ...]}
     completed in execution order; in_flight = scheduled and not yet committed.
@@ -22,10 +31,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
+from jinja2 import TemplateSyntaxError, nodes
+
 from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
-from scheduler.spec import HitlTask, Task, WorkflowConfig
+from scheduler.spec import AgentSpec, HitlTask, Task, WorkflowConfig
+from scheduler.templates import ENV
 from sessions.models import SessionStatus, StepJob, StepResult
 
 PREFIX = "task:"
@@ -65,14 +78,68 @@ def execution_order(tasks: Sequence[Task]) -> list[str]:
     return [task_id for layer in layers(tasks) for task_id in layer]
 
 
-def _ancestors(by_id: Mapping[str, Task], task_id: str) -> set[str]:
+_DICT_METHODS = frozenset({"items", "keys", "values", "get"})
+
+
+@lru_cache(maxsize=1024)
+def task_refs(template: str) -> frozenset[str] | None:
+    """Task ids `template` reads as tasks.<id> or tasks['<id>']; None when it uses
+    `tasks` any other way (a loop, a filter), so it may read every task it is shown."""
+    try:
+        tree = ENV.parse(template)
+    except TemplateSyntaxError:
+        return frozenset()  # the loader reports it; rendering would fail the same way
+    uses = sum(1 for name in tree.find_all(nodes.Name)
+               if name.name == "tasks" and name.ctx == "load")
+    refs: set[str] = set()
+    for access in tree.find_all((nodes.Getattr, nodes.Getitem)):
+        assert isinstance(access, (nodes.Getattr, nodes.Getitem))
+        target = access.node
+        if not (isinstance(target, nodes.Name) and target.name == "tasks"):
+            continue
+        if isinstance(access, nodes.Getattr):
+            if access.attr in _DICT_METHODS:
+                return None  # tasks.items() and the like
+            refs.add(access.attr)
+        elif isinstance(access.arg, nodes.Const) and isinstance(access.arg.value, str):
+            refs.add(access.arg.value)
+        else:
+            return None  # tasks[some_expression]
+        uses -= 1
+    return frozenset(refs) if uses == 0 else None
+
+
+def _templates(task: Task, agents: Mapping[str, AgentSpec]) -> list[str]:
+    """Every template rendered in the task's context."""
+    if isinstance(task, HitlTask):
+        return [task.prompt, task.context_display or ""]
+    agent = agents.get(task.agent)
+    return [task.input or "", agent.prompt if agent else ""]
+
+
+def effective_deps(tasks: Sequence[Task], agents: Mapping[str, AgentSpec]
+                   ) -> dict[str, frozenset[str]]:
+    """Each task's declared deps plus the earlier-layer tasks its templates read."""
+    layer_of = {task_id: i for i, layer in enumerate(layers(tasks)) for task_id in layer}
+    deps: dict[str, frozenset[str]] = {}
+    for task in tasks:
+        earlier = {t for t, layer in layer_of.items() if layer < layer_of[task.id]}
+        read: set[str] = set()
+        for template in _templates(task, agents):
+            refs = task_refs(template)
+            read |= earlier if refs is None else refs & earlier
+        deps[task.id] = frozenset(task.deps) | read
+    return deps
+
+
+def _ancestors(deps: Mapping[str, frozenset[str]], task_id: str) -> set[str]:
     seen: set[str] = set()
-    stack = list(by_id[task_id].deps)
+    stack = list(deps[task_id])
     while stack:
         dep = stack.pop()
         if dep not in seen:
             seen.add(dep)
-            stack.extend(by_id[dep].deps)
+            stack.extend(deps[dep])
     return seen
 
 
@@ -108,8 +175,9 @@ def _context(ctx: PlanContext, tasks: dict[str, dict[str, Any]]) -> dict[str, An
 
 
 def _job(ctx: PlanContext, index: int, task: Task, by_id: Mapping[str, Task],
-         order: Sequence[str], done: Mapping[str, StepResult]) -> StepJob:
-    context = _context(ctx, _records(by_id, order, done, _ancestors(by_id, task.id)))
+         order: Sequence[str], done: Mapping[str, StepResult],
+         deps: Mapping[str, frozenset[str]]) -> StepJob:
+    context = _context(ctx, _records(by_id, order, done, _ancestors(deps, task.id)))
     where = f"pattern.config.tasks[{index}]"
     meta = {"task": task.id}
     if isinstance(task, HitlTask):
@@ -128,6 +196,7 @@ def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[
     by_id = {task.id: task for task in tasks}
     index = {task.id: i for i, task in enumerate(tasks)}
     order = execution_order(tasks)
+    deps = effective_deps(tasks, ctx.spec.agents)
     running = [t for t in in_flight if t not in done]
     free = max(ctx.spec.runtime.max_parallel, 1) - sum(
         1 for t in running if not isinstance(by_id[t], HitlTask))
@@ -136,7 +205,7 @@ def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[
     jobs: list[StepJob] = []
     for task_id in order:
         task = by_id[task_id]
-        if task_id in done or task_id in running or not all(d in done for d in task.deps):
+        if task_id in done or task_id in running or not deps[task_id] <= done.keys():
             continue
         if isinstance(task, HitlTask):
             if hitl_busy:
@@ -147,7 +216,7 @@ def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[
         else:
             free -= 1
         chosen.append(task_id)
-        jobs.append(_job(ctx, index[task_id], task, by_id, order, done))
+        jobs.append(_job(ctx, index[task_id], task, by_id, order, done, deps))
     return running + chosen, jobs
 
 
@@ -182,12 +251,13 @@ class WorkflowPlanner:
         tasks = _config(ctx).tasks
         order = execution_order(tasks)
         by_id = {task.id: task for task in tasks}
+        deps = effective_deps(tasks, ctx.spec.agents)
         done = _done(ctx)
         waiting = [t for t in order if t not in done]
         return {
             "completed_tasks": [t for t in order if t in done],
-            "pending_tasks": [t for t in waiting if all(d in done for d in by_id[t].deps)],
-            "blocked_tasks": [t for t in waiting if not all(d in done for d in by_id[t].deps)],
+            "pending_tasks": [t for t in waiting if deps[t] <= done.keys()],
+            "blocked_tasks": [t for t in waiting if not deps[t] <= done.keys()],
             "task_outputs": {
                 t: {"response": done[t].response, "tokens": done[t].tokens,
                     "agent": done[t].agent, "dependencies": list(by_id[t].deps)}

@@ -96,3 +96,24 @@ def test_bad_index_at_run_time_names_the_field() -> None:
     c = PlanContext(spec=loaded.spec, variables=loaded.variables, state={}, results={})
     with pytest.raises(TemplateError, match=r"pattern.config.steps\[1\].input"):
         planner.advance(c, result(0, "R0"))
+
+
+@pytest.mark.parametrize(("template", "rendered"), [
+    ("{{ steps[0].tokens_estimated }}", "5"),  # strands-cli's name
+    ("{{ steps[0].tokens }}", "5"),  # the seed's name
+    ("{{ steps[0].index }}/{{ steps[0].agent }}", "0/a"),
+])
+def test_step_records_carry_strands_cli_fields(template: str, rendered: str) -> None:
+    text = SPEC.replace("Analyse {{ steps[0].response }} ({{ depth }})", template)
+    loaded = load_spec_text(text, "three.yaml")
+    c = PlanContext(spec=loaded.spec, variables=loaded.variables, state={"current_step": 0},
+                    results={}, session_id="s1")
+    (job,) = planner.advance(c, result(0, "R0")).schedule
+    assert job.input == rendered
+
+
+def test_artifacts_see_tokens_estimated_of_every_step() -> None:
+    results = [result(0, "R0"), result(1, "R1", "b")]
+    d = planner.advance(ctx({"current_step": 2}, results), result(2, "R2"))
+    assert d.status == SessionStatus.COMPLETED
+    assert [s["tokens_estimated"] for s in d.artifact_context["steps"]] == [5, 5, 5]

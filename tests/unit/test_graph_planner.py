@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -9,11 +10,15 @@ from typing import Any
 
 import pytest
 
+from scheduler.advance import Snapshot, plan_commit
+from scheduler.artifacts import render_artifacts
+from scheduler.budgets import Spend, exceeded, limits
 from scheduler.loader import load_spec_text
 from scheduler.patterns.base import Decision, PlanContext
 from scheduler.patterns.graph import DEFAULT_MAX_STEPS, GraphPlanner, node_key, parse_key
 from sessions.errors import TemplateError
-from sessions.models import SessionStatus, StepJob, StepResult
+from sessions.models import SessionStatus, StepJob, StepResult, now_ms
+from sessions.store import CommitRequest
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "graph-loop-with-break.yaml"
 planner = GraphPlanner()
@@ -167,16 +172,98 @@ pattern:
 """
 
 
-@pytest.mark.parametrize(("budgets", "limit"), [
-    ("", DEFAULT_MAX_STEPS),
-    (", budgets: {max_steps: 5}", 5),
-])
-def test_total_step_limit_fails(budgets: str, limit: int) -> None:
-    decision, jobs, _, state = drive(LOOP.format(budgets=budgets), lambda job: job.key)
-    assert decision.status == SessionStatus.FAILED
-    assert len(jobs) == limit and state["total_steps"] == limit
-    assert f"max_steps limit ({limit})" in decision.reason
+@pytest.mark.parametrize("budgets", ["", ", budgets: {max_steps: 5}"])
+def test_planner_leaves_the_step_budget_to_the_budget_check(budgets: str) -> None:
+    # The planner alone never stops a loop on steps: the budget check after planning
+    # does (below), so that it pauses and `resume --set budgets.max_steps=N` goes on.
+    decision, jobs, _, state = drive(LOOP.format(budgets=budgets), lambda job: job.key,
+                                     limit=DEFAULT_MAX_STEPS + 10)
+    assert decision.status == SessionStatus.RUNNING
+    assert len(jobs) == DEFAULT_MAX_STEPS + 10 and state["total_steps"] == len(jobs)
     assert jobs[1].input == "pong node:ping:1"  # last_response
+
+
+def snapshot(text: str, state: dict[str, Any], results: list[StepResult], *, steps: int,
+             overrides: dict[str, int] | None = None) -> Snapshot:
+    """The session as the worker reads it before a commit: `steps` committed so far."""
+    fields = {"version": "7", "state": json.dumps(state), "variables": "{}",
+              "steps": str(steps), "tokens_in": "0", "tokens_out": "0",
+              "started_ms": str(now_ms()), "budget_overrides": json.dumps(overrides or {})}
+    spec = load_spec_text(text, "graph.yaml").spec
+    return Snapshot(spec=spec, fields=fields,
+                    results=OrderedDict((r.key, r) for r in results), session_id="s1")
+
+
+def commit_after(text: str, visits: int, *, overrides: dict[str, int] | None = None
+                 ) -> CommitRequest:
+    """The commit of ping/pong visit number `visits` (1-based) of the LOOP graph."""
+    results = [StepResult(key=node_key("ping" if i % 2 else "pong", (i + 1) // 2), agent="a",
+                          response=f"r{i}") for i in range(1, visits)]
+    state = {"current_node": "ping" if visits % 2 else "pong",
+             "iteration_counts": {"ping": (visits + 1) // 2, "pong": visits // 2},
+             "total_steps": visits - 1}
+    last = node_key("ping" if visits % 2 else "pong", (visits + 1) // 2)
+    job = StepJob(session_id="s1", key=last, agent="a", input="x")
+    done = StepResult(key=last, agent="a", response=f"r{visits}")
+    return plan_commit(snapshot(text, state, results, steps=visits - 1, overrides=overrides),
+                       job, done, entry_id="1-0", consumer="w1")
+
+
+@pytest.mark.parametrize(("budgets", "overrides", "visits", "status", "limit"), [
+    ("", None, DEFAULT_MAX_STEPS - 1, SessionStatus.RUNNING, None),
+    ("", None, DEFAULT_MAX_STEPS, SessionStatus.PAUSED, DEFAULT_MAX_STEPS),  # 100, no spec
+    (", budgets: {max_steps: 5}", None, 4, SessionStatus.RUNNING, None),
+    (", budgets: {max_steps: 5}", None, 5, SessionStatus.PAUSED, 5),
+    (", budgets: {max_steps: 5}", {"max_steps": 8}, 5, SessionStatus.RUNNING, None),
+    (", budgets: {max_steps: 5}", {"max_steps": 8}, 8, SessionStatus.PAUSED, 8),
+    ("", {"max_steps": 300}, DEFAULT_MAX_STEPS, SessionStatus.RUNNING, None),
+])
+def test_step_budget_pauses_holding_the_next_node(
+        budgets: str, overrides: dict[str, int] | None, visits: int, status: SessionStatus,
+        limit: int | None) -> None:
+    request = commit_after(LOOP.format(budgets=budgets), visits, overrides=overrides)
+    assert request.status == status
+    # The next node is planned either way; a paused commit holds it for the resume.
+    (job,) = request.next_jobs
+    assert job.key == node_key("pong" if visits % 2 else "ping", visits // 2 + 1)
+    assert request.state["total_steps"] == visits
+    if limit is None:
+        assert request.reason == ""
+        return
+    assert request.reason == (f"budget max_steps reached: {visits} steps used, limit {limit} "
+                              "(raise it with `durable resume SID --set budgets.max_steps=N`)")
+    assert [e.type for e in request.events][-1] == "session_paused"
+
+
+CHAIN = """
+version: 0
+name: c
+runtime: {provider: scripted}
+agents: {a: {prompt: "A"}}
+pattern: {type: chain, config: {steps: [{agent: a, input: "go"}]}}
+"""
+
+
+def test_resume_is_refused_until_the_step_budget_is_raised() -> None:
+    # control.resume checks exceeded(spend, limits(spec, overrides)) before continuing.
+    spec = load_spec_text(LOOP.format(budgets=""), "graph.yaml").spec
+    spent = Spend(tokens=0, steps=DEFAULT_MAX_STEPS, duration_s=0.0)
+    assert limits(spec, {}) == {"max_steps": DEFAULT_MAX_STEPS}
+    assert "budget max_steps reached" in (exceeded(spent, limits(spec, {})) or "")
+    assert exceeded(spent, limits(spec, {"max_steps": DEFAULT_MAX_STEPS + 1})) is None
+    # Other patterns have no step budget unless the spec or an operator sets one.
+    chain = load_spec_text(CHAIN, "chain.yaml").spec
+    assert limits(chain, {}) == {}
+
+
+def test_max_iterations_still_fails_at_the_step_budget() -> None:
+    # pong:2 is the 4th step: the budget of 4 is reached AND ping:3 would exceed
+    # max_iterations. The failure wins: raising the budget could not help.
+    text = LOOP.format(budgets=", budgets: {max_steps: 4}").replace("max_iterations: 1000",
+                                                                  "max_iterations: 2")
+    request = commit_after(text, 4)
+    assert request.status == SessionStatus.FAILED and not request.next_jobs
+    assert "graph node 'ping' exceeded its max_iterations limit (2)" in request.reason
 
 
 # --- edges --------------------------------------------------------------------------
@@ -387,3 +474,76 @@ def test_hitl_terminal_node_completes_with_the_answer() -> None:
     assert decision.artifact_context["terminal_node"] == "review"
     assert state == {"current_node": "review", "total_steps": 1,
                      "iteration_counts": {"draft": 1, "review": 1}}
+
+
+# --- hitl_response (strands-cli: the latest HITL answer, None before any) -------------
+
+
+def test_hitl_response_is_none_before_an_answer_then_the_latest_answer() -> None:
+    text = HITL.replace("Write about {{ topic }} {{ nodes.review.response }}",
+                        "Write about {{ topic }} (human: {{ hitl_response }})")
+    text = text.replace('when: "{{ nodes.review.response == \'approve\' }}"',
+                        'when: "{{ hitl_response == \'approve\' }}"')
+    text = text.replace("Publish {{ nodes.draft.response }}",
+                        "Publish {{ nodes.draft.response }} ({{ hitl_response }})")
+    answers = iter(["shorter please", "approve"])
+
+    def respond(job: StepJob) -> str:
+        return next(answers) if job.kind == "hitl" else f"out-{job.key}"
+
+    decision, jobs, _, _ = drive(text, respond)
+    assert decision.status == SessionStatus.COMPLETED
+    by_key = {j.key: j for j in jobs}
+    assert by_key["node:draft:1"].input == "Write about tides (human: None)"
+    assert by_key["node:draft:2"].input == "Write about tides (human: shorter please)"
+    assert by_key["node:publish:1"].input == "Publish out-node:draft:2 (approve)"
+    assert decision.artifact_context["hitl_response"] == "approve"
+
+
+def test_graph_without_hitl_nodes_sees_hitl_response_none() -> None:
+    decision, _, _, _ = drive(fixture_text(), lambda job: "x")
+    assert decision.artifact_context["hitl_response"] is None
+
+
+# --- artifact context (strands-cli's graph execution_context + artifact writer) -------
+
+ARTIFACTS = """
+outputs:
+  artifacts:
+    - path: "{{ name }}-{{ terminal_node }}.md"
+      from: |
+        {{ name }} at {{ timestamp }} [{{ TRACE }}]
+        terminal={{ terminal_node }} steps={{ total_steps }} tokens={{ cumulative_tokens }}
+        counts={{ iteration_counts | tojson }}
+        {% for id, node in nodes.items() -%}
+        {{ id }}:{{ node.status }}:{{ node.iteration }}:{{ node.response }}
+        {% endfor %}last={{ last_response }} data={{ data }}
+"""
+
+
+def test_graph_artifacts_see_strands_cli_execution_context() -> None:
+    text = fixture_text().split("outputs:")[0] + ARTIFACTS
+    text = text.replace("          - when: \"{{ nodes.process.iteration >= 3 }}\"",
+                        "          - when: \"{{ nodes.process.iteration >= 2 }}\"")
+    decision, _, _, _ = drive(text, lambda job: f"R({job.key})")
+    assert decision.status == SessionStatus.COMPLETED
+    spec = load_spec_text(text, "graph.yaml").spec
+    ((path, body),) = render_artifacts(spec, decision.artifact_context).items()
+    assert path == "test-graph-loop-with-break-finalize.md"
+    head, *rest = body.splitlines()
+    assert head.startswith("test-graph-loop-with-break at 20") and head.endswith("[]")
+    assert rest[0] == "terminal=finalize steps=5 tokens=15"
+    assert rest[1] == 'counts={"process": 2, "check": 2, "finalize": 1}'
+    assert rest[2:5] == ["process:success:2:R(node:process:2)",
+                         "check:success:2:R(node:check:2)",
+                         "finalize:success:1:R(node:finalize:1)"]
+    assert rest[5].strip() == "last=R(node:finalize:1) data=Test data"
+
+
+def test_graph_artifacts_list_nodes_never_executed() -> None:
+    text = ROUTER + ARTIFACTS.replace("data={{ data }}", "topic={{ topic }}")
+    decision, _, _, _ = drive(text, lambda job: "calm" if "classify" in job.key else "ok")
+    spec = load_spec_text(text, "graph.yaml").spec
+    ((_, body),) = render_artifacts(spec, decision.artifact_context).items()
+    assert "urgent:not_executed:0:None" in body and "unused:not_executed:0:None" in body
+    assert "normal:success:1:ok" in body and "terminal=normal steps=2" in body

@@ -153,6 +153,9 @@ def test_router_then_route_chain_completes_with_contexts() -> None:
     '```json\n{"route": "billing"}\n```',
     'After thought, I pick {"route": "billing"}.',
     '{"route": "billing", "confidence": 0.9}',
+    'Billing it is.\n\n```\n{"route": "billing"}\n```\nHope that helps [1].',
+    '  {"route": "billing"}\n',
+    'Reasoning: [refund, invoice]. Decision:\n{\n  "route": "billing"\n}',
 ])
 def test_tolerant_router_replies(reply: str) -> None:
     run = drive(SPEC, scripted({"router": reply}))
@@ -195,13 +198,56 @@ def test_router_gives_up_after_max_retries_naming_step_and_reply(max_retries: in
     assert run.view["router_choice"] is None and not run.view["routed_agent_completed"]
 
 
-def test_unknown_route_fails_at_once_like_strands_cli() -> None:
-    run = drive(SPEC, scripted({"router": '{"route": "shipping"}'}))
-    assert run.keys == ["router"]
+def test_unknown_route_is_retried_naming_the_valid_routes() -> None:
+    replies = iter(['{"route": "shipping"}', 'Fine: {"route": "billing"}'])
+    run = drive(SPEC, lambda job: next(replies) if job.key.startswith("router") else "ok")
+    assert run.keys == ["router", "router:retry:1", "route:billing:0"]
+    retry = run.job("router:retry:1")
+    assert retry.input == ("Classify: refunds\n\nPrevious response chose the unknown route "
+                           "'shipping'. Valid routes: 'faq', 'billing'. Respond with ONLY "
+                           'valid JSON: {"route": "<route_name>"}')
+    assert retry.lane == ROUTER_LANE
+    assert run.decision.status == SessionStatus.COMPLETED
+    assert run.view["router_choice"] == "billing" and run.view["router_attempts"] == 2
+    assert run.view["router_response"] == 'Fine: {"route": "billing"}'
+
+
+@pytest.mark.parametrize(("max_retries", "last_key"), [
+    (0, "router"), (1, "router:retry:1"), (2, "router:retry:2"),
+])
+def test_unknown_route_fails_after_max_retries_naming_reply_and_routes(
+        max_retries: int, last_key: str) -> None:
+    spec = SPEC.replace("max_retries: 2", f"max_retries: {max_retries}")
+    run = drive(spec, lambda job: 'I pick {"route": "shipping"}')
+    assert run.keys == ["router"] + [f"router:retry:{n}" for n in range(1, max_retries + 1)]
     d = run.decision
     assert d.status == SessionStatus.FAILED
-    assert "invalid route 'shipping'" in d.reason and "'faq', 'billing'" in d.reason
-    assert "step 'router'" in d.reason and '{"route": "shipping"}' in d.reason
+    assert f"step '{last_key}'" in d.reason
+    assert f"invalid route 'shipping' selected by router after {max_retries + 1} attempts" \
+        in d.reason
+    assert "Valid routes: 'faq', 'billing'" in d.reason
+    assert """last reply: 'I pick {"route": "shipping"}'""" in d.reason
+    assert run.view["router_choice"] is None and run.view["phase"] == "done"
+
+
+def test_malformed_then_unknown_then_valid_uses_the_matching_note() -> None:
+    replies = iter(["no idea", '{"route": "Billing"}', '{"route": "billing"}'])
+    run = drive(SPEC, lambda job: next(replies) if job.key.startswith("router") else "ok")
+    assert run.keys == ["router", "router:retry:1", "router:retry:2", "route:billing:0"]
+    assert "was malformed" in run.job("router:retry:1").input
+    # Route names are exact: "Billing" is unknown, and the retry says so.
+    assert "unknown route 'Billing'" in run.job("router:retry:2").input
+    assert run.decision.status == SessionStatus.COMPLETED
+
+
+def test_route_steps_see_strands_cli_tokens_estimated() -> None:
+    spec = SPEC.replace("Polish {{ steps[0].response }}",
+                        "Polish {{ steps[0].response }} #{{ steps[0].tokens_estimated }}")
+    run = drive(spec, scripted({"router": '{"route": "faq"}', "route:faq:0": "A0"}))
+    assert run.job("route:faq:1").input == "Polish A0 #3 / A0 (warm)"
+    assert run.decision.artifact_context["steps"][0]["tokens_estimated"] == 3
+    # The view keeps the seed's shape.
+    assert "tokens_estimated" not in run.view["step_history"][0]
 
 
 def test_router_reply_with_template_syntax_is_not_rendered() -> None:

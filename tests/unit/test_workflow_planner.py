@@ -22,7 +22,13 @@ import pytest
 from scheduler.artifacts import render_artifacts
 from scheduler.loader import LoadedSpec, load_spec_text
 from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.workflow import WorkflowPlanner, execution_order, layers, task_key
+from scheduler.patterns.workflow import (
+    WorkflowPlanner,
+    execution_order,
+    layers,
+    task_key,
+    task_refs,
+)
 from sessions.errors import TemplateError
 from sessions.models import SessionStatus, StepJob, StepResult
 
@@ -277,25 +283,76 @@ inputs:
 """
 
 
-def test_task_context_names() -> None:
-    run = drive(CONTEXT_SPEC, "lifo")
+@pytest.mark.parametrize("order", ORDERS)
+def test_task_context_names(order: str | int) -> None:
+    run = drive(CONTEXT_SPEC, order)
     assert run.jobs["task:first"].input == "start tides []"
     assert run.jobs["task:first"].system_prompt == "Agent for tides"
     first = run.results["task:first"].response
-    # only ancestors are visible: `side` is not, whenever it finished
+    side = run.results["task:side"].response
+    # `tasks | list` reads every task: like strands-cli, `second` sees all of the
+    # earlier layer (`side` too, which it does not list in deps), whatever the timing;
+    # last_response is the last of them in execution order.
     assert run.jobs["task:second"].input == (
-        f"{first}/success/a/ {first}/['first']/tides")
+        f"{first}/success/a/ {side}/['first', 'side']/tides")
 
 
-def test_referencing_a_task_that_is_not_an_ancestor_fails_naming_the_field() -> None:
+def test_reading_an_unlisted_earlier_task_makes_it_an_implicit_dep() -> None:
     text = CONTEXT_SPEC.replace("{{ tasks | list }}", "{{ tasks.side.response }}")
     first = StepResult(key="task:first", agent="a", response="F")
     side = StepResult(key="task:side", agent="a", response="S")
-    # even when `side` has already finished: what a task sees must not depend on timing
-    ctx = make_ctx(text, {"completed_tasks": ["side"], "in_flight": ["first"]},
-                   OrderedDict([("task:side", side)]))
-    with pytest.raises(TemplateError, match=r"pattern.config.tasks\[2\].input"):
-        planner.advance(ctx, first)
+    # `first` done, `side` still running: `second` waits for it (strands-cli would run
+    # it in the next layer, after both).
+    ctx = make_ctx(text, {"completed_tasks": [], "in_flight": ["first", "side"]},
+                   OrderedDict())
+    d = planner.advance(ctx, first)
+    assert d.schedule == () and d.state["in_flight"] == ["side"]
+    view = planner.view(make_ctx(text, d.state, OrderedDict([("task:first", first)])))
+    assert view["blocked_tasks"] == ["second"] and view["pending_tasks"] == ["side"]
+    # Only the declared deps are reported as dependencies.
+    d = planner.advance(make_ctx(text, d.state, OrderedDict([("task:first", first)])), side)
+    (job,) = d.schedule
+    assert job.key == "task:second" and job.input == "F/success/a/ S/S/tides"
+    for order in ORDERS:
+        run = drive(text, order)
+        side_response = run.results["task:side"].response
+        assert run.jobs["task:second"].input.endswith(f"/{side_response}/tides")
+
+
+def test_reading_a_task_of_the_same_layer_fails_naming_the_field() -> None:
+    # strands-cli shows a task only the EARLIER layers: `side` is in first's layer.
+    text = CONTEXT_SPEC.replace("start {{ topic }} [{{ last_response }}]",
+                                "start {{ tasks.side.response }}")
+    with pytest.raises(TemplateError, match=r"pattern.config.tasks\[0\].input"):
+        planner.start(make_ctx(text, {}, OrderedDict()))
+
+
+@pytest.mark.parametrize(("template", "refs"), [
+    ("{{ tasks.a.response }} {{ tasks['b'].status }}", {"a", "b"}),
+    ('{{ tasks["c"] }}', {"c"}),
+    ("no tasks here {{ topic }}", set()),
+    ("{% if tasks.a %}{{ tasks.a.response }}{% endif %}", {"a"}),
+    ("{{ tasks | list }}", None),
+    ("{% for id, t in tasks.items() %}{{ t.response }}{% endfor %}", None),
+    ("{% for t in tasks %}{{ t }}{% endfor %}", None),
+    ("{{ tasks[topic].response }}", None),
+    ("{{ tasks.a.response }} {{ tasks | length }}", None),
+])
+def test_task_refs(template: str, refs: set[str] | None) -> None:
+    assert task_refs(template) == (None if refs is None else frozenset(refs))
+
+
+def test_agent_prompt_reads_count_too() -> None:
+    text = CONTEXT_SPEC.replace('a: {prompt: "Agent for {{ topic }}"}',
+                                'a: {prompt: "Agent for {{ topic }}"}\n'
+                                '  b: {prompt: "Knows {{ tasks.side.response }}"}')
+    text = text.replace("      - id: second\n        agent: a",
+                        "      - id: second\n        agent: b")
+    text = text.replace("{{ tasks | list }}", "x")
+    for order in ORDERS:
+        run = drive(text, order)
+        assert run.jobs["task:second"].system_prompt == (
+            f"Knows {run.results['task:side'].response}")
 
 
 def test_execution_order_follows_layers_then_spec_order() -> None:
