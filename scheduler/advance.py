@@ -53,13 +53,27 @@ class Snapshot:
                            results=self.results, session_id=self.session_id)
 
 
+def session_names(snapshot: Snapshot, result: StepResult) -> dict[str, Any]:
+    """What strands-cli's execution context tells every artifact about the run itself
+    (the planner's own context wins over these)."""
+    f = snapshot.fields
+    started_ms = int(f.get("started_ms") or now_ms())
+    duration_s = round((now_ms() - started_ms) / 1000, 3)
+    tokens = int(f.get("tokens_in") or 0) + int(f.get("tokens_out") or 0) + result.tokens
+    return {"session_id": snapshot.session_id, "spec_name": snapshot.spec.name,
+            "pattern_type": snapshot.spec.pattern.type, "status": "completed",
+            "duration_s": duration_s, "execution_time": duration_s,
+            "cumulative_tokens": tokens}
+
+
 def decide(snapshot: Snapshot, result: StepResult) -> tuple[Decision, dict[str, str]]:
     """The planner's decision and, on completion, the rendered artifacts. A template or
     spec error at run time fails the session, naming the step and the field."""
     ctx = snapshot.context()
     try:
         decision = planner_for(ctx.spec.pattern.type).advance(ctx, result)
-        artifacts = (render_artifacts(ctx.spec, decision.artifact_context)
+        artifacts = (render_artifacts(ctx.spec, {**session_names(snapshot, result),
+                                                 **decision.artifact_context})
                      if decision.status == SessionStatus.COMPLETED else {})
         return decision, artifacts
     except (TemplateError, SpecError) as exc:

@@ -69,3 +69,22 @@ def test_artifact_escaping_out_dir_is_refused_before_running(tmp_path: Path) -> 
     result = run("run", str(spec), "--out", str(tmp_path / "out"))
     assert result.exit_code != 0 and "escapes the output dir" in result.output
     assert not (tmp_path / "escape.md").exists()
+
+
+def test_artifacts_see_the_run_itself(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("""
+version: 0
+name: about-the-run
+runtime: {provider: scripted, script: {rules: [{reply: "four words of reply"}]}}
+agents: {a: {prompt: "You are a."}}
+pattern: {type: chain, config: {steps: [{agent: a, input: "one two"}]}}
+outputs:
+  artifacts:
+    - path: run.txt
+      from: "{{ spec_name }}|{{ pattern_type }}|{{ status }}|{{ cumulative_tokens }}|{{ session_id | length }}|{{ duration_s >= 0 }}|{{ execution_time == duration_s }}"
+""")  # noqa: E501
+    result = run("run", str(spec), "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run.txt").read_text() == "about-the-run|chain|completed|6|36|True|True"
