@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from helpers import wait_for
+from pattern_specs import CASES
 
 from scheduler.control import cancel, pause, resume
 from scheduler.loader import load_spec_text
@@ -236,3 +237,26 @@ async def test_failed_branch_fails_session_and_resume_reruns_only_it(
                        "branch:b:0": 2, "branch:b:1": 1}
     assert set(completed.values()) == {1} and len(completed) == 5
     assert done["pattern_state"]["branch_outputs"]["b"]["steps"][0]["response"] == "b is back"
+
+
+async def test_graph_step_budget_pauses_and_set_lets_it_finish(
+        store: Store, consumer: StepConsumer) -> None:
+    # The shared loop graph runs 7 steps; a budget of 4 pauses it after the 4th.
+    budgeted = CASES["graph"].text.replace(
+        'provider: ollama', 'provider: ollama\n  budgets: {max_steps: 4}')
+    sid, _ = await start_session(store, load_spec_text(budgeted, "graph.yaml",
+                                                       provider="scripted"))
+    await wait_for(lambda: status_is(store, sid, SessionStatus.PAUSED), what="budget pause")
+    record = await store.get_session(sid)
+    assert record.steps_committed == 4
+    assert "budget max_steps reached: 4 steps used, limit 4" in record.paused_reason
+    with pytest.raises(DurableError, match="budget max_steps reached"):
+        await resume(store, sid)
+    await resume(store, sid, budget_sets={"max_steps": 20})
+    await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
+    status = await session_status(store, sid)
+    assert status["pattern_state"]["iteration_counts"] == {"process": 3, "check": 3,
+                                                           "finalize": 1}
+    started = Counter(f["step"] for _, f in await store.events(sid)
+                      if f["type"] == "step_started")
+    assert set(started.values()) == {1} and len(started) == 7
