@@ -11,5 +11,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
+# promtool and prometheus (Debian's `prometheus`): alert rule unit tests and the
+# real-Prometheus test of tests/deploy/. They skip, saying why, only if apt cannot.
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "promtool not found: installing Debian's prometheus" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+    --no-install-recommends prometheus >/dev/null || echo "could not install prometheus" >&2
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
 exec python3 -m pytest -q "$@"

@@ -25,6 +25,10 @@ async def _startup(ctx: dict[str, Any]) -> None:
     consumer = StepConsumer(settings, open_store(settings))
     await consumer.start()
     ctx["durable_consumer"] = consumer
+    from sessions import metrics
+
+    ctx["durable_metrics"] = metrics.start_worker_metrics(
+        settings.metrics_port, consumer, settings.worker_concurrency)
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
@@ -32,6 +36,10 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
     if consumer is not None:
         await consumer.stop()
         await consumer.store.redis.aclose()
+    if "durable_metrics" in ctx:
+        from sessions import metrics
+
+        metrics.stop_worker_metrics(ctx.pop("durable_metrics"))
 
 
 async def ping(ctx: dict[str, Any]) -> str:

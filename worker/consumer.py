@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from sessions import metrics
 from sessions.keys import CONSUMER_GROUP
 from sessions.models import Event, StepJob, now_iso, now_ms
 from sessions.settings import DurableSettings
@@ -211,11 +212,13 @@ class StepConsumer:
             await self._dead_letter(shard, entry_id, fields, deliveries)
             return False
         log.info("re-claimed entry %s (delivery %d)", entry_id, deliveries)
+        metrics.step_reclaimed()
         self._spawn(shard, entry_id, fields, reclaimed=True)
         return True
 
     async def _dead_letter(self, shard: int, entry_id: str, fields: dict[str, str],
                            deliveries: int) -> None:
+        metrics.dead_lettered()
         try:
             job = StepJob.from_json(fields["job"])
         except (KeyError, ValueError, TypeError) as exc:
@@ -257,6 +260,7 @@ class StepConsumer:
             try:
                 await self.store.redis.hset(self.store.keys.workers(), self.name,
                                             json.dumps(beat))
+                metrics.heartbeat()
             except asyncio.CancelledError:
                 raise
             except REDIS_DOWN as exc:

@@ -18,6 +18,7 @@ from typing import Any
 from scheduler.advance import Snapshot, plan_commit
 from scheduler.spec import Spec
 from scheduler.status import parse_spec
+from sessions import metrics
 from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
 from sessions.models import Event, StepJob, StepResult, now_iso, now_ms
 from sessions.settings import DurableSettings
@@ -78,6 +79,7 @@ class StepRunner:
             log.error("entry %s on shard %d is not a step job (%s); dead-lettering it",
                       entry_id, shard, exc)
             await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}")
+            metrics.dead_lettered()
             return
         self.running[entry_id] = job
         try:
@@ -108,6 +110,7 @@ class StepRunner:
         except LeaseLost:
             log.warning("session %s step %s: lease lost to another worker; abandoning",
                         sid, job.key)
+            metrics.step_lost(spec.pattern.type, job.agent)
             return
         except asyncio.CancelledError:
             raise  # shutdown: the entry stays pending and another worker reclaims it
@@ -162,8 +165,9 @@ class StepRunner:
             request = plan_commit(snapshot, job, result, entry_id=entry_id,
                                   consumer=self.consumer, new_messages=output.new_messages)
             self.crash.reached("before_commit")
-            outcome = await self.store.commit(request)
+            outcome = await metrics.timed_commit(self.store, request)
             if outcome.verdict != "conflict":
+                metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
                     self.cache.extend(cache, [result])
                     self.crash.reached("after_commit")
@@ -216,6 +220,7 @@ class StepRunner:
             events.append(Event("session_failed", step=job.key, at=at, detail=error))
             retry_at = None
         log.warning("session %s: %s", job.session_id, error)
+        metrics.step_failed(spec.pattern.type, job.agent, decision.retry)
         await self.store.fail_step(job, entry_id, self.consumer, retry_at_ms=retry_at,
                                    error=error, events=events, now_iso=at, now_ms=now_ms())
 
