@@ -35,7 +35,9 @@ class Fleet:
     @classmethod
     def create(cls, redis_url: str, prefix: str, logdir: Path, **settings: Any) -> Fleet:
         env = {**os.environ, "DURABLE_REDIS_URL": redis_url, "DURABLE_KEY_PREFIX": prefix,
-               "PYTHONUNBUFFERED": "1", "DURABLE_LOG_LEVEL": "INFO"}
+               "PYTHONUNBUFFERED": "1", "DURABLE_LOG_LEVEL": "INFO",
+               # Many workers on one host: no /metrics unless a test asks for a port.
+               "DURABLE_METRICS_PORT": "0"}
         env.update({f"DURABLE_{k.upper()}": str(v) for k, v in settings.items()})
         return cls(env=env, logdir=logdir)
 
