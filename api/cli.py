@@ -32,8 +32,8 @@ app = typer.Typer(help="Durable Strands Agents workflows on Redis Streams.",
 sessions_app = typer.Typer(help="List, show and delete sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
-out = Console()
-err = Console(stderr=True)
+out = Console(emoji=False)  # step keys like node:ship:1 are data, not emoji codes
+err = Console(stderr=True, emoji=False)
 T = TypeVar("T")
 
 VarOpt = Annotated[list[str] | None, typer.Option("--var", help="Input variable K=V.")]
@@ -87,10 +87,14 @@ def run(
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write artifacts here.")] = None,
+    auto_resume: Annotated[bool, typer.Option(
+        "--auto-resume", help="Continue the latest failed or paused session of this spec "
+        "(same hash) instead of starting anew; needs DURABLE_REDIS_URL.")] = False,
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response."""
+    from api.run_resume import latest_resumable, persistent, resume_embedded
     from scheduler.artifacts import safe_target, write_artifacts
-    from worker.embedded import run_embedded
+    from worker.embedded import embedded_settings, run_embedded
 
     async def body() -> int:
         loaded = load(spec, var, provider, script)
@@ -106,10 +110,39 @@ def run(
                       f"{tokens:>6} tokens {result.duration_ms / 1000:>7.2f}s",
                       highlight=False)
 
-        outcome = await run_embedded(
-            loaded, on_step,
-            on_start=lambda sid: out.print(f"session {sid} ({loaded.spec.name}, "
-                                           f"{loaded.spec.pattern.type})", highlight=False))
+        def print_notes(notes: list[str]) -> None:
+            for note in notes:
+                err.print(note, highlight=False, soft_wrap=True)
+
+        def on_earlier_step(result: StepResult, before: bool) -> None:
+            if not before:
+                on_step(result)
+                return
+            out.print(f"[dim]· {result.key:<12} {result.agent:<16} {result.tokens:>6} tokens"
+                      f"  (committed before)[/dim]", highlight=False)
+
+        settings = embedded_settings()
+        resumable = await latest_resumable(settings, loaded) if auto_resume else None
+        if auto_resume and not persistent(settings):
+            err.print("--auto-resume: the embedded store keeps nothing between runs; set "
+                      "DURABLE_REDIS_URL to resume across runs. Starting a new session.",
+                      highlight=False, soft_wrap=True)
+        elif auto_resume and resumable is None:
+            err.print(f"--auto-resume: no failed or paused session of this spec "
+                      f"({loaded.spec_hash[:12]}); starting a new one", highlight=False,
+                      soft_wrap=True)
+        if resumable is not None:
+            out.print(f"resuming session {resumable} ({loaded.spec.name}, "
+                      f"{loaded.spec.pattern.type})", highlight=False, soft_wrap=True)
+            outcome = await resume_embedded(
+                settings, resumable, on_earlier_step, parse_var_args(var or []),
+                on_notes=print_notes)
+        else:
+            outcome = await run_embedded(
+                loaded, on_step, settings=settings,
+                on_start=lambda sid: out.print(f"session {sid} ({loaded.spec.name}, "
+                                               f"{loaded.spec.pattern.type})",
+                                               highlight=False))
         record = outcome.record
         usage = record.token_usage
         out.print(f"{record.status.value} in {time.perf_counter() - started:.2f}s, "
@@ -259,11 +292,22 @@ def resume(
         "--set", help="Raise a budget, e.g. budgets.max_tokens=20000.")] = None,
     spec: Annotated[Path | None, typer.Option(
         help="Continue with this spec; a changed hash is reported.")] = None,
+    from_checkpoint: Annotated[int | None, typer.Option(
+        "--from-checkpoint", metavar="N",
+        help="Fork a NEW session from checkpoint N (see `durable checkpoints`) with "
+             "--var/--set applied; prints its id. The original is kept.")] = None,
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating."""
     from scheduler.control import parse_budget_sets
     from scheduler.control import resume as do_resume
+
+    if from_checkpoint is not None:
+        fork_checkpoint(session_id, from_checkpoint, var, set_,
+                        other_flags=[flag for flag, given in (
+                            ("--hitl-response", hitl_response is not None),
+                            ("--spec", spec is not None)) if given])
+        return
 
     async def body(store: Store) -> str:
         new_spec = load_spec_file(spec) if spec else None
@@ -277,6 +321,162 @@ def resume(
 
     new = run_async(with_store(body))
     out.print(f"{session_id} {new}", highlight=False)
+
+
+# -- operator: requeue, checkpoints, watch, fleet -------------------------------------
+def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
+                    other_flags: list[str]) -> None:
+    """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
+    from scheduler.checkpoints import fork_from_checkpoint
+    from scheduler.control import parse_budget_sets
+
+    if other_flags:
+        raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
+                   f"{' or '.join(other_flags)}", EXIT_USAGE)
+    if n < 1:
+        raise fail(f"--from-checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
+    try:
+        variables = parse_var_args(var or [])
+        budgets = parse_budget_sets(parse_var_args(set_ or []))
+    except DurableError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+
+    new = run_async(with_store(lambda store: fork_from_checkpoint(
+        store, session_id, n, variables=variables, budget_sets=budgets)))
+    err.print(f"forked {session_id} at checkpoint {n}", highlight=False, soft_wrap=True)
+    print(new)
+
+
+@app.command()
+def requeue(
+    session_id: Annotated[str | None, typer.Argument(
+        help="The session whose failed or dead-lettered steps to requeue.")] = None,
+    step: Annotated[str | None, typer.Option(
+        "--step", metavar="KEY", help="Only this step (e.g. step:2).")] = None,
+    dead: Annotated[bool, typer.Option(
+        "--dead", help="Dead-lettered entries only; without a session id, every one.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show what would move; change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put failed or dead-lettered steps back on the stream: attempts reset, a
+    step_requeued event recorded, the session running again."""
+    from scheduler.requeue import report_lines
+    from scheduler.requeue import requeue as do_requeue
+
+    if session_id is None and not dead:
+        raise fail("requeue: give a session id, or --dead for every dead-lettered entry",
+                   EXIT_USAGE)
+    if session_id is None and step is not None:
+        raise fail("requeue: --step needs a session id", EXIT_USAGE)
+    report = run_async(with_store(lambda store: do_requeue(
+        store, session_id, step=step, dead=dead, dry_run=dry_run)))
+    if as_json:
+        print_json(report.to_dict())
+        return
+    lines = report_lines(report)
+    if not lines:
+        out.print("no dead-lettered entries", highlight=False)
+    for line in lines:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def checkpoints(
+    session_id: str,
+    n: Annotated[int | None, typer.Argument(
+        help="Show this checkpoint in full, with its pattern_state.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A session's checkpoints (one per commit): type, step, time, clean or not."""
+    from scheduler.checkpoints import get_checkpoint, list_checkpoints
+
+    if n is not None and n < 1:
+        raise fail(f"checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
+    if n is not None:
+        doc = run_async(with_store(lambda store: get_checkpoint(store, session_id, n)))
+        if as_json:
+            print_json(doc)
+            return
+        table = Table(show_header=False, box=None)
+        for key in ("n", "type", "step", "attempt", "agent", "at", "status", "clean",
+                    "tokens_total", "steps_committed"):
+            table.add_row(f"[bold]{key}[/bold]", escape(str(doc[key])))
+        out.print(table)
+        out.print_json(data=doc["pattern_state"])
+        return
+    docs = run_async(with_store(lambda store: list_checkpoints(store, session_id)))
+    if as_json:
+        print_json(docs)
+        return
+    table = Table("n", "at", "type", "step", "agent", "attempt", "status", "clean", "tokens")
+    for d in docs:
+        table.add_row(str(d["n"]), d["at"], d["type"], d["step"], d["agent"],
+                      str(d["attempt"]), d["status"], "yes" if d["clean"] else "no",
+                      str(d["tokens_total"]))
+    out.print(table)
+
+
+@app.command()
+def watch(
+    session_id: str,
+    timeout: Annotated[float | None, typer.Option(help="Give up after S seconds.")] = None,
+    poll: Annotated[float, typer.Option(help="Seconds between reads.")] = 0.2,
+) -> None:
+    """Live progress of a session until it stops running; exit codes as `wait`."""
+    from api.watch import watch as do_watch
+
+    record, timed_out = run_async(with_store(
+        lambda store: do_watch(store, session_id, out, poll_s=poll, timeout_s=timeout)))
+    if timed_out:
+        err.print(f"timed out after {timeout}s; session is {record.status.value}")
+        raise typer.Exit(EXIT_TIMEOUT)
+    if record.status == SessionStatus.COMPLETED:
+        raise typer.Exit(EXIT_OK)
+    raise typer.Exit(EXIT_PAUSED if record.status == SessionStatus.PAUSED else EXIT_FAILED)
+
+
+@app.command()
+def workers(
+    alive: Annotated[bool, typer.Option("--alive", help="Only live workers.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """The workers: consumer name, host/pid, running steps, pending entries, heartbeat."""
+    from sessions.fleet import list_workers
+
+    infos = [w for w in run_async(with_store(list_workers)) if w.alive or not alive]
+    if as_json:
+        print_json([w.to_dict() for w in infos])
+        return
+    table = Table("consumer", "host", "pid", "alive", "last seen", "running", "pending")
+    for w in infos:
+        seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
+        table.add_row(w.consumer, w.host, str(w.pid or ""),
+                      "[green]yes[/green]" if w.alive else "[red]no[/red]", seen,
+                      escape("\n".join(w.running)) or "-", str(w.pending))
+    out.print(table)
+
+
+@app.command()
+def queue(as_json: JsonOpt = False) -> None:
+    """Per shard and in total: stream length, lag, pending, dead letters, timers due."""
+    from sessions.fleet import queue_stats
+
+    stats = run_async(with_store(queue_stats))
+    if as_json:
+        print_json(stats.to_dict())
+        return
+    table = Table("shard", "length", "lag", "pending", "consumers", "dead letters", "timers",
+                  "due now")
+    for sh in stats.shards:
+        table.add_row(str(sh.shard), str(sh.length), str(sh.lag), str(sh.pending),
+                      str(sh.consumers), str(sh.dead_letters), str(sh.timers),
+                      str(sh.timers_due))
+    total = stats.total
+    table.add_row("[bold]total[/bold]", str(total["length"]), str(total["lag"]),
+                  str(total["pending"]), "", str(total["dead_letters"]), str(total["timers"]),
+                  str(total["timers_due"]))
+    out.print(table)
 
 
 # -- sessions ------------------------------------------------------------------------
@@ -325,6 +525,83 @@ def sessions_delete(session_id: str) -> None:
 
     run_async(with_store(body))
     out.print(f"deleted {session_id}", highlight=False)
+
+
+@sessions_app.command("cleanup")
+def sessions_cleanup(
+    max_age_days: Annotated[float, typer.Option(
+        "--max-age-days", help="Delete ended sessions last updated more than N days ago.")],
+    keep_completed: Annotated[bool, typer.Option(
+        "--keep-completed", help="Only failed and cancelled ones.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete completed, failed and cancelled sessions older than N days (never running
+    or paused ones)."""
+    import math
+
+    from scheduler.cleanup import cleanup_sessions
+
+    if not math.isfinite(max_age_days) or max_age_days < 0:
+        raise fail(f"--max-age-days {max_age_days}: must be a number of days >= 0", EXIT_USAGE)
+    ids = run_async(with_store(lambda store: cleanup_sessions(
+        store, max_age_days=max_age_days, keep_completed=keep_completed, dry_run=dry_run)))
+    if as_json:
+        print_json({"dry_run": dry_run, "deleted": [] if dry_run else ids,
+                    "would_delete": ids if dry_run else []})
+        return
+    for sid in ids:
+        out.print(f"{'would delete' if dry_run else 'deleted'} {sid}", highlight=False,
+                  soft_wrap=True)
+    out.print(f"{len(ids)} session(s) {'would be ' if dry_run else ''}deleted",
+              highlight=False)
+
+
+# -- HTTP API ------------------------------------------------------------------------
+@app.command("api")
+def api_serve(
+    host: Annotated[str | None, typer.Option(help="Default DURABLE_API_HOST.")] = None,
+    port: Annotated[int | None, typer.Option(help="Default DURABLE_API_PORT.")] = None,
+) -> None:
+    """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
+    import uvicorn
+    from pydantic import ValidationError
+
+    from api.app import create_app
+
+    try:
+        settings = DurableSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise fail(f"DURABLE_{str(first['loc'][0]).upper()}: {first['msg']}",
+                   EXIT_USAGE) from None
+    # Live event streams would hold a graceful shutdown open: give them 5 s.
+    uvicorn.run(create_app(settings), host=host or settings.api_host,
+                port=port or settings.api_port, timeout_graceful_shutdown=5)
+
+
+# -- scheduler role ------------------------------------------------------------------
+@app.command("scheduler")
+def scheduler_serve(
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve /metrics here (0: off). Default DURABLE_METRICS_PORT.")] = None,
+) -> None:
+    """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
+    sessions. Any number of replicas; one leads. Stops on SIGTERM."""
+    from pydantic import ValidationError
+
+    from scheduler.service import run_scheduler
+
+    try:
+        settings = DurableSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise fail(f"DURABLE_{str(first['loc'][0]).upper()}: {first['msg']}",
+                   EXIT_USAGE) from None
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
+    run_async(run_scheduler(settings, metrics_port))
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from scheduler.budgets import BUDGET_NAMES, Spend, exceeded, limits
 from scheduler.loader import LoadedSpec
 from scheduler.start import spec_json
 from scheduler.status import parse_spec
+from sessions import metrics
 from sessions.errors import DurableError, InvalidTransition, SessionNotFound
 from sessions.locks import Lock, locked
 from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
@@ -87,6 +88,7 @@ def parse_budget_sets(items: Mapping[str, str]) -> dict[str, int]:
     return parsed
 
 
+@metrics.timed_resume
 async def resume(store: Store, session_id: str, *, hitl_response: str | None = None,
                  variables: Mapping[str, Any] | None = None,
                  budget_sets: Mapping[str, int] | None = None,
@@ -129,7 +131,12 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
             reason=record.paused_reason or "",
             events=[Event("session_resumed", worker=OPERATOR, at=at,
                           detail="; ".join(notes))])
-        return ResumeOutcome(_checked(session_id, "resume", verdict, detail), notes)
+        status = _checked(session_id, "resume", verdict, detail)
+        if "spec_hash" in sets:  # so `run --auto-resume` of the new spec finds it
+            await store.redis.zadd(store.keys.index_spec(store.keys.shard(session_id),
+                                                         sets["spec_hash"]),
+                                   {session_id: now_ms()})
+        return ResumeOutcome(status, notes)
 
 
 def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None,

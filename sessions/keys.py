@@ -62,6 +62,11 @@ class Keys:
     def idempotency(self, shard: int, key: str) -> str:
         return f"{self.tag(shard)}:idem:{key}"
 
+    def index_spec(self, shard: int, spec_hash: str) -> str:
+        """Sessions of one spec (by hash), for `run --auto-resume`: intersected with the
+        failed and paused indexes, it finds the latest resumable one in O(small)."""
+        return f"{self.tag(shard)}:idx:spec:{spec_hash}"
+
     def streams(self) -> list[str]:
         return [self.stream(k) for k in range(self.shards)]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -40,7 +40,7 @@ class DurableSettings(BaseSettings):
     # /healthz require `Authorization: Bearer <token>`.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
-    api_token: str | None = Field(default=None, min_length=1)
+    api_token: str | None = None
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
@@ -48,3 +48,9 @@ class DurableSettings(BaseSettings):
     @property
     def effective_lease_renew_ms(self) -> int:
         return self.lease_renew_ms or max(50, self.claim_idle_ms // 3)
+
+    @field_validator("api_token")
+    @classmethod
+    def _empty_token_is_none(cls, value: str | None) -> str | None:
+        # `DURABLE_API_TOKEN=` (empty) means no token, not a token everyone matches.
+        return value or None

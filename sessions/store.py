@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
 from sessions.errors import ConfigError, SessionNotFound
 from sessions.keys import CONSUMER_GROUP, Keys, new_session_id, shard_for_key
 from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
-from sessions.scripts import Scripts
+from sessions.scripts import Scripts, script_source
 
 JSON_SEPARATORS = (",", ":")
 
@@ -209,6 +210,10 @@ class Store:
                   dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers])],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
+        if verdict == "created":
+            # An index for `run --auto-resume` only: a session missing from it (a crash
+            # right here) is merely not auto-resumed.
+            await self.redis.zadd(k.index_spec(shard, new.spec_hash), {sid: new.created_ms})
         return found, verdict == "created"
 
     # -- the step path -------------------------------------------------------------
@@ -235,9 +240,11 @@ class Store:
         shard = k.shard(sid)
         lane = job.conversation_lane
         mode = "replace" if req.replace_conversation else "append" if req.new_messages else "none"
+        # commit.lua appends the lane's length after this commit ("lane_len"), so a
+        # fork from this checkpoint can cut the lane's conversation where it stood.
         checkpoint = dumps({"step": job.key, "attempt": job.attempt, "at": req.now_iso,
                             "status": req.status.value, "state": req.state,
-                            "type": "step", "clean": True})
+                            "type": "step", "clean": True, "lane": lane})
         res = await self.scripts.commit(
             keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
                   k.conversation(sid, lane), k.conversations(sid), k.artifacts(sid),
@@ -417,7 +424,8 @@ class Store:
     async def delete_session(self, session_id: str) -> None:
         k = self.keys
         shard = k.shard(session_id)
-        idem = await self.redis.hget(k.meta(session_id), "idempotency_key")
+        idem, spec_hash = await self.redis.hmget(k.meta(session_id),
+                                                 ["idempotency_key", "spec_hash"])
         others = [key for key in k.session_keys(session_id)
                   if key not in (k.meta(session_id), k.conversations(session_id))]
         deleted = await self.scripts.delete(
@@ -428,6 +436,124 @@ class Store:
         )
         if not deleted:
             raise SessionNotFound(session_id)
+        if spec_hash:
+            await self.redis.zrem(k.index_spec(shard, _decode(spec_hash)), session_id)
+
+    # -- operator: requeue and fork (scheduler/requeue.py, scheduler/checkpoints.py) ------
+    def _script(self, name: str) -> AsyncScript:
+        """A script beyond the core set (sessions/lua/<name>.lua), registered on first use."""
+        cache: dict[str, AsyncScript] = self.__dict__.setdefault("_extra_scripts", {})
+        if name not in cache:
+            cache[name] = self.redis.register_script(script_source(name))
+        return cache[name]
+
+    async def failed_jobs(self, session_id: str) -> dict[str, str]:
+        """Step key -> the job JSON of each step that failed for good (or dead-lettered)."""
+        return _decode_map(await self.redis.hgetall(self.keys.failed_jobs(session_id)))
+
+    async def dead_letters(self, shard: int) -> list[tuple[str, dict[str, str]]]:
+        entries = await self.redis.xrange(self.keys.dead(shard), "-", "+")
+        return [(_decode(eid), _decode_map(f)) for eid, f in entries]
+
+    async def drop_dead_letters(self, shard: int, entry_ids: Sequence[str]) -> int:
+        if not entry_ids:
+            return 0
+        return int(await self.redis.xdel(self.keys.dead(shard), *entry_ids))
+
+    async def committed_steps(self, session_id: str, steps: Sequence[str]) -> set[str]:
+        if not steps:
+            return set()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for step in steps:
+                pipe.hexists(self.keys.results(session_id), step)
+            found = await pipe.execute()
+        return {step for step, hit in zip(steps, found, strict=True) if hit}
+
+    async def requeue_steps(self, session_id: str, steps: Sequence[tuple[str, str, str]],
+                            dead_ids: Sequence[str], *, events: Sequence[Event],
+                            resumed: Sequence[Event], now_iso: str, now_ms: int,
+                            ) -> tuple[str, str]:
+        """Enqueue (step, failed job as read, job to enqueue) triples atomically; returns
+        ('ok', status) | ('gone', '') | ('invalid', status) | ('changed', step)."""
+        k = self.keys
+        shard = k.shard(session_id)
+        res = await self._script("requeue")(
+            keys=[k.meta(session_id), k.events(session_id), k.stream(shard),
+                  k.failed_jobs(session_id), k.held(session_id), k.results(session_id),
+                  k.dead(shard), *self._index_keys(shard)],
+            args=[session_id, dumps([list(s) for s in steps]), dumps(list(dead_ids)), now_iso,
+                  now_ms, dumps([e.to_fields() for e in events]),
+                  dumps([e.to_fields() for e in resumed])],
+        )
+        return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
+
+    def fresh_session_id(self) -> str:
+        shards = self.keys.shards
+        return new_session_id(random.randrange(shards), shards)
+
+    async def step_order(self, session_id: str, count: int) -> list[str]:
+        """The first `count` committed step keys, in commit order."""
+        if count <= 0:
+            return []
+        return [_decode(x) for x in
+                await self.redis.lrange(self.keys.order(session_id), 0, count - 1)]
+
+    async def results_of(self, session_id: str, steps: Sequence[str]) -> list[StepResult]:
+        if not steps:
+            return []
+        values = await self.redis.hmget(self.keys.results(session_id), list(steps))
+        return [StepResult.from_json(v) for v in values if v is not None]
+
+    async def checkpoint_texts(self, session_id: str, count: int) -> list[str]:
+        """The first `count` checkpoints as stored (JSON text)."""
+        if count <= 0:
+            return []
+        return [_decode(x) for x in
+                await self.redis.lrange(self.keys.checkpoints(session_id), 0, count - 1)]
+
+    async def checkpoint_count(self, session_id: str) -> int:
+        return int(await self.redis.llen(self.keys.checkpoints(session_id)))
+
+    async def conversation_head(self, session_id: str, lane: str, length: int) -> list[str]:
+        """The first `length` messages of a lane, as stored (JSON text)."""
+        if length <= 0:
+            return []
+        return [_decode(x) for x in
+                await self.redis.lrange(self.keys.conversation(session_id, lane), 0, length - 1)]
+
+    async def create_fork(self, session_id: str, fork: NewFork) -> None:
+        k, sid = self.keys, session_id
+        shard = k.shard(sid)
+        lanes = list(fork.lanes)
+        res = await self._script("fork")(
+            keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
+                  k.conversations(sid), k.checkpoints(sid), k.held(sid), k.timers(shard),
+                  k.index_spec(shard, str(fork.fields["spec_hash"])),
+                  *[k.conversation(sid, lane) for lane, _ in lanes], *self._index_keys(shard)],
+            args=[sid, dumps({**fork.fields, "session_id": sid, "shard": shard}),
+                  dumps([list(r) for r in fork.results]), dumps(list(fork.checkpoints)),
+                  dumps([[lane, list(msgs)] for lane, msgs in lanes]),
+                  dumps([j.to_json() for j in fork.jobs]),
+                  dumps([e.to_fields() for e in fork.events]), fork.status.value,
+                  fork.created_ms, dumps([[due, j.to_json()] for due, j in fork.timers])],
+        )
+        if _decode(res[0]) != "created":
+            raise ConfigError(f"session id {sid} exists already; fork not created")
+
+
+@dataclass(frozen=True)
+class NewFork:
+    """A session forked from a checkpoint, as fork.lua writes it."""
+
+    fields: dict[str, Any]  # meta hash fields (spec snapshot, state, tokens, ...)
+    results: Sequence[tuple[str, str]]  # (step, result JSON) in commit order
+    checkpoints: Sequence[str]  # checkpoint JSON texts, 1..n
+    lanes: Sequence[tuple[str, Sequence[str]]]  # (lane, message JSON texts)
+    jobs: Sequence[StepJob]
+    events: Sequence[Event]
+    status: SessionStatus
+    created_ms: int
+    timers: Sequence[tuple[int, StepJob]] = ()
 
 
 def _with_sid(job_json: str, sid: str) -> str:

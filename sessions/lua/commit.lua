@@ -94,7 +94,13 @@ if not is_terminal(redis.call('HGET', meta, 'status')) then
   end
 end
 local new_version = bump_version(meta)
-redis.call('RPUSH', KEYS[9], ARGV[22])
+-- The checkpoint records its lane's length now (conversations only grow), so a fork
+-- from it can cut that conversation where it stood: ARGV[22] is a JSON object.
+local checkpoint = ARGV[22]
+if mode ~= 'none' then
+  checkpoint = string.sub(checkpoint, 1, -2) .. ',"lane_len":' .. redis.call('LLEN', KEYS[6]) .. '}'
+end
+redis.call('RPUSH', KEYS[9], checkpoint)
 add_events(KEYS[4], ARGV[21])
 touch(meta, sid, ARGV[14], tonumber(ARGV[15]))
 if carried then ack(stream, group, entry) end

@@ -1,0 +1,58 @@
+"""The HTTP API: `create_app()` builds the FastAPI app that `durable api` serves.
+
+Routes live in small modules (sessions, control, operations, system); this module
+wires them with the store, auth, size limits and the error envelope.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI
+
+from api import errors, routes_control, routes_ops, routes_sessions, routes_system
+from api.auth import require_token
+from api.errors import REDIS_DOWN
+from api.limits import BodyLimit
+from api.schemas import error_responses
+from sessions.connect import open_store
+from sessions.settings import DurableSettings
+
+log = logging.getLogger("durable.api")
+
+DESCRIPTION = """Submit strands-cli workflows to a fleet of `arq worker` processes and
+operate them. Errors are `{"error": {"code", "message", "details"}}`. When the server
+has `DURABLE_API_TOKEN`, every route but /healthz needs `Authorization: Bearer <token>`."""
+
+
+def create_app(settings: DurableSettings | None = None) -> FastAPI:
+    settings = settings or DurableSettings()
+    store = open_store(settings)  # connects lazily, on the serving loop
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            await store.prepare()
+            app.state.prepared = True
+        except REDIS_DOWN as exc:
+            log.warning("Redis unreachable at startup (%s); /healthz says 503 until it is "
+                        "back", exc)
+        yield
+        await store.redis.aclose()
+
+    app = FastAPI(title="strands-durable", version="0.1.0", description=DESCRIPTION,
+                  lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.settings = settings
+    app.state.store = store
+    app.state.prepared = False
+    errors.install(app)
+    app.add_middleware(BodyLimit)
+    authed = [Depends(require_token)]
+    responses = error_responses(401, 404, 422, 503)
+    app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
+    app.include_router(routes_control.router, dependencies=authed, responses=responses)
+    app.include_router(routes_ops.router, dependencies=authed, responses=responses)
+    app.include_router(routes_system.router)
+    return app

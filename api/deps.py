@@ -1,0 +1,32 @@
+"""What routes get from the app: its store (one Redis client per app) and settings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from sessions.settings import DurableSettings
+from sessions.store import Store
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def get_settings(request: Request) -> DurableSettings:
+    settings: DurableSettings = request.app.state.settings
+    return settings
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+SettingsDep = Annotated[DurableSettings, Depends(get_settings)]
+
+
+async def ensure_prepared(app: FastAPI) -> None:
+    """Streams and groups exist and the shard count matches, checked once per app (the
+    app starts even while Redis is down; the first submit after it is back does this)."""
+    if not app.state.prepared:
+        await app.state.store.prepare()
+        app.state.prepared = True

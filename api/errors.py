@@ -1,0 +1,149 @@
+"""Every error the HTTP API answers is `{"error": {"code", "message", "details"}}` with
+the status that says what went wrong: the domain errors, FastAPI's own validation and
+routing errors, and an unreachable Redis are all mapped here."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from scheduler.checkpoints import CheckpointNotFound, ForkError
+from scheduler.control import NothingToResume
+from scheduler.requeue import NothingToRequeue
+from sessions.errors import (
+    ConfigError,
+    DurableError,
+    InvalidTransition,
+    LockNotAcquired,
+    SessionNotFound,
+    SpecError,
+    TemplateError,
+)
+
+log = logging.getLogger("durable.api")
+
+# Redis is down or not answering: the request may be retried once it is back.
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
+
+
+class ApiError(Exception):
+    """An error with its HTTP status, raised by routes and dependencies."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+
+def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message,
+                      "details": {} if details is None else details}}
+
+
+def error_response(status: int, code: str, message: str, details: Any = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(code, message, details), status_code=status,
+                        headers=headers)
+
+
+def domain_error(exc: DurableError) -> ApiError:
+    """The status and code of a domain error (pure: tested from a table)."""
+    if isinstance(exc, SessionNotFound):
+        return ApiError(404, "session_not_found", str(exc), {"session_id": exc.session_id})
+    if isinstance(exc, InvalidTransition):
+        return ApiError(409, "invalid_transition", str(exc),
+                        {"session_id": exc.session_id, "status": exc.status,
+                         "action": exc.action})
+    if isinstance(exc, SpecError):
+        return ApiError(422, "invalid_spec", str(exc),
+                        {"source": exc.source, "path": exc.path, "problem": exc.problem})
+    if isinstance(exc, NothingToResume):
+        return ApiError(409, "nothing_to_resume", str(exc))
+    if isinstance(exc, NothingToRequeue):
+        return ApiError(409, "nothing_to_requeue", str(exc),
+                        {"session_id": exc.session_id, "step": exc.step})
+    if isinstance(exc, CheckpointNotFound):
+        return ApiError(404, "checkpoint_not_found", str(exc),
+                        {"session_id": exc.session_id, "n": exc.n, "count": exc.count})
+    if isinstance(exc, ForkError):
+        return ApiError(409, "fork_refused", str(exc))
+    if isinstance(exc, TemplateError):
+        return ApiError(422, "template_error", str(exc),
+                        {"where": exc.where, "problem": exc.problem})
+    if isinstance(exc, LockNotAcquired):
+        return ApiError(409, "session_busy",
+                        "another operator action holds this session; try again",
+                        {"lock": exc.name})
+    if isinstance(exc, ConfigError):
+        return ApiError(503, "misconfigured", str(exc))
+    # Everything else the control functions refuse is a conflict with the session's
+    # current state (not waiting for input, over budget, concurrent changes...).
+    return ApiError(409, "conflict", str(exc))
+
+
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for e in errors[:5]:
+        loc = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}" if loc else str(e.get("msg")))
+    more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+    return "; ".join(parts) + more
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that put every error in the envelope."""
+
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+    async def on_domain_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, DurableError)
+        api = domain_error(exc)
+        return error_response(api.status, api.code, api.message, api.details)
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                   "type": e.get("type", "")} for e in exc.errors()]
+        return error_response(422, "invalid_request", validation_message(errors),
+                              {"errors": errors})
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            # FastAPI's "error parsing the body" (bytes that are not UTF-8 JSON): the
+            # same answer as malformed JSON, a 422 invalid_request.
+            return error_response(422, "invalid_request", f"request body: {exc.detail}")
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail), None,
+                              dict(exc.headers) if exc.headers else None)
+
+    async def on_redis_down(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("Redis unreachable: %s", exc)
+        return error_response(503, "redis_unavailable", f"cannot reach Redis ({exc})",
+                              headers={"Retry-After": "1"})
+
+    async def on_bug(_: Request, exc: Exception) -> JSONResponse:
+        # Still the envelope; the traceback goes to the server's log, not the client.
+        log.error("unhandled error: %r", exc)
+        return error_response(500, "internal_error", "internal error; see the server log")
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(DurableError, on_domain_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    for kind in REDIS_DOWN:
+        app.add_exception_handler(kind, on_redis_down)
+    app.add_exception_handler(Exception, on_bug)

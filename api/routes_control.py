@@ -1,0 +1,70 @@
+"""Operator control over HTTP: pause, resume, cancel and signal (a human's answer),
+the same functions `durable pause|resume|cancel` call."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Response
+
+from api.deps import StoreDep
+from api.routes_sessions import location
+from api.schemas import (
+    ActionResponse,
+    ForkResponse,
+    ResumeRequest,
+    SignalRequest,
+    error_responses,
+)
+from api.submission import load_submitted
+from scheduler import control
+from scheduler.checkpoints import fork_from_checkpoint
+
+router = APIRouter(prefix="/v1/sessions", tags=["control"])
+
+CONFLICT = error_responses(409)
+
+
+@router.post("/{session_id}/pause", response_model=ActionResponse, responses=CONFLICT)
+async def pause(session_id: str, store: StoreDep) -> ActionResponse:
+    """Pause at the next step boundary: running steps finish and commit."""
+    return ActionResponse(session_id=session_id, status=await control.pause(store, session_id))
+
+
+@router.post("/{session_id}/cancel", response_model=ActionResponse, responses=CONFLICT)
+async def cancel(session_id: str, store: StoreDep) -> ActionResponse:
+    """Stop scheduling and mark the session cancelled."""
+    return ActionResponse(session_id=session_id, status=await control.cancel(store, session_id))
+
+
+@router.post("/{session_id}/resume", response_model=ActionResponse | ForkResponse,
+             responses={**CONFLICT, 201: {"model": ForkResponse,
+                                          "description": "Forked from a checkpoint"}})
+async def resume(session_id: str, store: StoreDep, response: Response,
+                 body: Annotated[ResumeRequest | None, Body()] = None,
+                 ) -> ActionResponse | ForkResponse:
+    """Continue a paused or failed session: failed steps run again, nothing committed
+    re-runs. Optionally with variables, raised budgets or a new spec; or, with
+    `from_checkpoint`, fork a new session from an earlier checkpoint."""
+    req = body or ResumeRequest()
+    budgets = req.budgets.model_dump(exclude_none=True)
+    if req.from_checkpoint is not None:
+        n = req.from_checkpoint
+        new_sid = await fork_from_checkpoint(store, session_id, n, variables=req.variables,
+                                             budget_sets=budgets)
+        response.status_code = 201
+        response.headers["Location"] = location(new_sid)
+        record = await store.get_session(new_sid)
+        return ForkResponse(session_id=new_sid, forked_from=session_id, checkpoint=n,
+                            status=record.status.value)
+    new_spec = load_submitted(req.spec) if req.spec is not None else None
+    outcome = await control.resume(store, session_id, variables=req.variables,
+                                   budget_sets=budgets, new_spec=new_spec)
+    return ActionResponse(session_id=session_id, status=outcome.status, notes=outcome.notes)
+
+
+@router.post("/{session_id}/signal", response_model=ActionResponse, responses=CONFLICT)
+async def signal(session_id: str, body: SignalRequest, store: StoreDep) -> ActionResponse:
+    """Answer the human-in-the-loop step the session waits for; it then continues."""
+    outcome = await control.resume(store, session_id, hitl_response=body.response)
+    return ActionResponse(session_id=session_id, status=outcome.status, notes=outcome.notes)

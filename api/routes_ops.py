@@ -1,0 +1,49 @@
+"""Operator functions over HTTP: checkpoints (list, one) and requeue, the same functions
+`durable checkpoints` and `durable requeue` call."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path
+
+from api.deps import StoreDep
+from api.schemas import (
+    CheckpointDetail,
+    CheckpointList,
+    RequeueRequest,
+    RequeueResponse,
+    error_responses,
+)
+from scheduler.checkpoints import get_checkpoint, list_checkpoints
+from scheduler.requeue import requeue as do_requeue
+
+router = APIRouter(prefix="/v1/sessions", tags=["operations"])
+
+
+@router.get("/{session_id}/checkpoints", response_model=CheckpointList)
+async def checkpoints(session_id: str, store: StoreDep) -> CheckpointList:
+    """Every checkpoint (one per commit), numbered from 1: type, step, time, clean or not."""
+    items: list[Any] = await list_checkpoints(store, session_id)
+    return CheckpointList.model_validate({"items": items})
+
+
+@router.get("/{session_id}/checkpoints/{n}", response_model=CheckpointDetail,
+            responses=error_responses(404, e404="No such session or checkpoint"))
+async def checkpoint(session_id: str, n: Annotated[int, Path(ge=1, le=10**9)],
+                     store: StoreDep) -> dict[str, Any]:
+    """Checkpoint n in full: the pattern_state and token usage at that point."""
+    return await get_checkpoint(store, session_id, n)
+
+
+@router.post("/{session_id}/requeue", response_model=RequeueResponse,
+             responses=error_responses(409, e409="Nothing to requeue, or the session is "
+                                       "completed or cancelled"))
+async def requeue(session_id: str, store: StoreDep,
+                  body: Annotated[RequeueRequest | None, Body()] = None) -> dict[str, Any]:
+    """Put the session's failed or dead-lettered steps back on the stream (attempts
+    reset, step_requeued recorded, the session running again)."""
+    req = body or RequeueRequest()
+    report = await do_requeue(store, session_id, step=req.step, dead=req.dead,
+                              dry_run=req.dry_run)
+    return report.to_dict()

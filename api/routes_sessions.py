@@ -1,0 +1,170 @@
+"""Sessions: submit, list, get, events (history or live), artifacts, delete."""
+
+from __future__ import annotations
+
+import mimetypes
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from api import sse
+from api.deps import StoreDep, ensure_prepared
+from api.errors import ApiError
+from api.listing import BadCursor, ListQuery, decode_cursor, encode_cursor, list_page
+from api.schemas import (
+    ArtifactInfo,
+    ArtifactList,
+    EventOut,
+    EventPage,
+    SessionDetail,
+    SessionPage,
+    SessionSummary,
+    SubmitRequest,
+    SubmitResponse,
+    error_responses,
+)
+from api.submission import load_submitted
+from scheduler.deletion import delete_session
+from scheduler.history import event_docs
+from scheduler.start import start_session
+from scheduler.status import session_status, summary
+from sessions.models import SessionStatus
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
+# How long a follower's XREAD blocks before a keep-alive (and a check that the
+# session still exists); an app may lower it (tests do).
+DEFAULT_FOLLOW_BLOCK_MS = 5_000
+
+IdempotencyKey = Annotated[str | None, Header(
+    alias="Idempotency-Key", min_length=1, max_length=255,
+    description="Same key, same session: a repeated submit answers 200 with the first one.")]
+
+
+def location(session_id: str) -> str:
+    return f"/v1/sessions/{session_id}"
+
+
+@router.post("", status_code=201, response_model=SubmitResponse,
+             responses={200: {"model": SubmitResponse,
+                              "description": "The Idempotency-Key named an earlier session"},
+                        201: {"description": "Created; Location names the session"},
+                        **error_responses(413)})
+async def submit(body: SubmitRequest, request: Request, response: Response, store: StoreDep,
+                 idempotency_key: IdempotencyKey = None) -> SubmitResponse:
+    """Submit a workflow. The session and its first steps are stored (one transaction)
+    before the answer is sent; an invalid spec stores nothing."""
+    loaded = load_submitted(body.spec, body.variables, body.provider, body.script)
+    await ensure_prepared(request.app)
+    sid, created = await start_session(store, loaded, idempotency_key)
+    record = await store.get_session(sid)
+    if created:
+        response.headers["Location"] = location(sid)
+    else:
+        response.status_code = 200
+        response.headers["Content-Location"] = location(sid)
+    return SubmitResponse(session_id=sid, status=record.status, created=created)
+
+
+@router.get("", response_model=SessionPage)
+async def list_sessions(
+    store: StoreDep,
+    status: SessionStatus | None = None,
+    workflow: Annotated[str | None, Query(min_length=1, max_length=256,
+                                          description="Exact workflow name")] = None,
+    updated_after: Annotated[datetime | None, Query(
+        description="ISO 8601; sessions last updated at or after this")] = None,
+    updated_before: Annotated[datetime | None, Query(
+        description="ISO 8601; sessions last updated at or before this")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=512,
+                                        description="next_cursor of the previous page")] = None,
+) -> SessionPage:
+    """Sessions, most recently updated first."""
+    try:
+        position = decode_cursor(cursor) if cursor else None
+    except BadCursor as exc:
+        raise ApiError(422, "invalid_cursor", str(exc), {"cursor": cursor}) from None
+    page = await list_page(store, ListQuery(
+        limit=limit, status=status, workflow=workflow, cursor=position,
+        updated_after_ms=_ms(updated_after), updated_before_ms=_ms(updated_before)))
+    return SessionPage(items=[SessionSummary.model_validate(summary(r)) for r in page.records],
+                       next_cursor=encode_cursor(page.next_cursor) if page.next_cursor else None)
+
+
+@router.get("/{session_id}", response_model=SessionDetail)
+async def get_session(session_id: str, store: StoreDep) -> dict[str, Any]:
+    """The status document of `durable status --json`."""
+    return await session_status(store, session_id)
+
+
+@router.get("/{session_id}/events", response_model=EventPage,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "JSON history, or with ?follow=1 server-sent "
+                             "events until the session ends"}})
+async def events(
+    session_id: str,
+    request: Request,
+    store: StoreDep,
+    follow: Annotated[bool, Query(description="Stream new events (SSE) until the session "
+                                  "ends")] = False,
+    after: Annotated[str | None, Query(pattern=STREAM_ID,
+                                       description="Only events after this id")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1_000,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID",
+                                                pattern=STREAM_ID)] = None,
+) -> Response | EventPage:
+    """The session's events, oldest first."""
+    await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
+    if follow:
+        block_ms = getattr(request.app.state, "follow_block_ms", DEFAULT_FOLLOW_BLOCK_MS)
+        return StreamingResponse(
+            sse.event_stream(store, session_id, last_event_id or after or "0-0", block_ms),
+            media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    docs = event_docs(await store.events(session_id, after=after or "-", count=limit))
+    return EventPage(items=[EventOut.model_validate(d) for d in docs],
+                     last_id=docs[-1]["id"] if docs else after)
+
+
+@router.get("/{session_id}/artifacts", response_model=ArtifactList)
+async def artifacts(session_id: str, store: StoreDep) -> ArtifactList:
+    """The artifacts a completed session rendered (`outputs.artifacts`)."""
+    await store.get_session(session_id)
+    found = await store.artifacts(session_id)
+    return ArtifactList(items=[ArtifactInfo(name=n, size_bytes=len(body.encode()))
+                               for n, body in sorted(found.items())])
+
+
+@router.get("/{session_id}/artifacts/{name:path}", response_class=Response,
+            responses={200: {"content": {"text/plain": {}},
+                             "description": "The artifact's content"}})
+async def artifact(session_id: str, name: str, store: StoreDep) -> Response:
+    """One artifact's content, typed by its name (text/plain by default)."""
+    await store.get_session(session_id)
+    body = (await store.artifacts(session_id)).get(name)
+    if body is None:
+        raise ApiError(404, "artifact_not_found",
+                       f"session {session_id} has no artifact {name!r}",
+                       {"session_id": session_id, "name": name})
+    media = mimetypes.guess_type(name)[0] or "text/plain"
+    if media.startswith("text/"):
+        media += "; charset=utf-8"
+    return Response(body.encode(), media_type=media)
+
+
+@router.delete("/{session_id}", status_code=204, response_class=Response)
+async def delete(session_id: str, store: StoreDep) -> Response:
+    """Delete the session and everything it stored."""
+    await delete_session(store, session_id)
+    return Response(status_code=204)
+
+
+def _ms(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)  # a time without a zone is UTC, as stored
+    return int(value.timestamp() * 1000)

@@ -1,0 +1,71 @@
+"""/healthz (Redis reachable, workers seen recently), /metrics, /docs and /openapi.json."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from api.auth import require_token
+from api.deps import SettingsDep, StoreDep
+from api.errors import REDIS_DOWN
+from api.schemas import Health, RedisHealth, WorkerHealth, error_responses
+from sessions.fleet import WorkerInfo, list_workers
+from sessions.metrics import CONTENT_TYPE, render_api_metrics
+from sessions.store import Store
+
+router = APIRouter(tags=["system"])
+PING_TIMEOUT_S = 2.0
+# A worker heartbeats every heartbeat_s; this many missed beats and it is not "recent".
+MISSED_BEATS = 3
+
+
+def worker_health(workers: list[WorkerInfo], window_s: float) -> WorkerHealth:
+    alive = sorted(w.consumer for w in workers if w.alive)
+    return WorkerHealth(recent=len(alive), known=len(workers), window_s=window_s, names=alive)
+
+
+@router.get("/healthz", response_model=Health,
+            responses={503: {"model": Health, "description": "Redis is unreachable"}})
+async def healthz(store: StoreDep, settings: SettingsDep) -> Any:
+    """Liveness and readiness: 200 while Redis answers (status `degraded` when no worker
+    has been seen recently), 503 when it does not. Needs no token."""
+    window_s = MISSED_BEATS * settings.heartbeat_s
+    try:
+        workers = await asyncio.wait_for(_workers(store, window_s), PING_TIMEOUT_S)
+    except (*REDIS_DOWN, TimeoutError) as exc:
+        down = Health(status="unavailable",
+                      redis=RedisHealth(ok=False, error=str(exc) or type(exc).__name__),
+                      workers=WorkerHealth(recent=0, known=0, window_s=window_s, names=[]))
+        return JSONResponse(down.model_dump(), status_code=503)
+    health = worker_health(workers, window_s)
+    return Health(status="ok" if health.recent else "degraded", redis=RedisHealth(ok=True),
+                  workers=health)
+
+
+async def _workers(store: Store, window_s: float) -> list[WorkerInfo]:
+    await store.redis.ping()
+    return await list_workers(store, alive_within_s=window_s)
+
+
+@router.get("/metrics", response_class=Response, dependencies=[Depends(require_token)],
+            responses={200: {"content": {CONTENT_TYPE: {}},
+                             "description": "Prometheus text format"},
+                       **error_responses(401, 503)})
+async def metrics(store: StoreDep, settings: SettingsDep) -> Response:
+    """Prometheus metrics: this process's, and the fleet's read from Redis."""
+    body = await render_api_metrics(store, heartbeat_s=settings.heartbeat_s)
+    return Response(body, media_type=CONTENT_TYPE)
+
+
+@router.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+async def openapi(request: Request) -> JSONResponse:
+    return JSONResponse(request.app.openapi())
+
+
+@router.get("/docs", include_in_schema=False, dependencies=[Depends(require_token)])
+async def docs(request: Request) -> HTMLResponse:
+    return get_swagger_ui_html(openapi_url="/openapi.json", title=request.app.title)

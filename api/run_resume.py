@@ -1,0 +1,65 @@
+"""`durable run SPEC --auto-resume`: continue the latest failed or paused session of the
+same spec in this process, the way `durable run` runs a new one (worker/embedded.py).
+
+The embedded default store (memory://) lives only as long as one `durable run`, so
+there is never an earlier session to find: auto-resume needs DURABLE_REDIS_URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scheduler.autoresume import find_resumable
+from scheduler.control import resume
+from scheduler.loader import LoadedSpec
+from sessions.connect import MEMORY_URL, open_store
+from sessions.models import StepResult
+from sessions.settings import DurableSettings
+from worker.consumer import StepConsumer
+from worker.embedded import RunOutcome, follow
+
+
+def persistent(settings: DurableSettings) -> bool:
+    return not settings.redis_url.startswith(MEMORY_URL)
+
+
+async def latest_resumable(settings: DurableSettings, loaded: LoadedSpec) -> str | None:
+    """The session `--auto-resume` would continue, or None (always, for memory://)."""
+    if not persistent(settings):
+        return None
+    store = open_store(settings)
+    try:
+        return await find_resumable(store, loaded.spec_hash)
+    finally:
+        await store.redis.aclose()
+
+
+async def resume_embedded(settings: DurableSettings, session_id: str,
+                          on_step: Callable[[StepResult, bool], None],
+                          variables: Mapping[str, Any] | None = None,
+                          on_notes: Callable[[list[str]], None] | None = None) -> RunOutcome:
+    """Resume `session_id` and run it here to its end. `on_step(result, before)` sees every
+    committed step, `before` telling the ones committed before this resume."""
+    store = open_store(settings)
+    consumer = StepConsumer(settings, store)
+    await consumer.start()
+    try:
+        committed_before = (await store.get_session(session_id)).steps_committed
+        outcome = await resume(store, session_id, variables=variables or None)
+        if on_notes:
+            on_notes(outcome.notes)
+        seen = 0
+
+        def report(result: StepResult) -> None:
+            nonlocal seen
+            seen += 1
+            on_step(result, seen <= committed_before)
+
+        record = await follow(store, session_id, report)
+        results = await store.results(session_id)
+        return RunOutcome(session_id, record, results[-1].response if results else "",
+                          await store.artifacts(session_id))
+    finally:
+        await consumer.stop(grace_s=0)
+        await store.redis.aclose()

@@ -1,0 +1,269 @@
+"""Pydantic models at the HTTP edge: what requests carry and what responses promise
+(they are also the OpenAPI schema at /docs)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from scheduler.script import ScriptConfig
+from sessions.models import SessionStatus, TokenUsage
+
+# A spec is YAML (or JSON) text, or the same document as a JSON object.
+SpecBody = str | dict[str, Any]
+SPEC_DOC = ("The workflow spec: strands-cli YAML (or JSON) text, or the same document as "
+            "a JSON object. At most 256 KiB.")
+
+EXAMPLE_SPEC = """version: 0
+name: hello
+runtime: {provider: scripted}
+agents:
+  a: {prompt: "You are helpful."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "Say hello to {{ who }}"}
+inputs:
+  values: {who: world}
+"""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- requests -----------------------------------------------------------------------
+class SubmitRequest(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"spec": EXAMPLE_SPEC, "variables": {"who": "Ada"}}]})
+
+    spec: SpecBody = Field(description=SPEC_DOC)
+    variables: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Input variables; they beat `inputs.values` and defaults (like --var).")
+    provider: str | None = Field(
+        default=None, min_length=1, max_length=64,
+        description="Override runtime.provider and every agent's provider.")
+    script: ScriptConfig | None = Field(
+        default=None, description="Rules for the `scripted` provider (replace runtime.script).")
+
+
+class BudgetSets(Strict):
+    """Raised limits (like `durable resume --set budgets.max_tokens=N`)."""
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    max_duration_s: int | None = Field(default=None, ge=1)
+
+
+class ResumeRequest(Strict):
+    variables: dict[str, Any] = Field(
+        default_factory=dict, description="Variables to override from here on.")
+    budgets: BudgetSets = Field(default_factory=BudgetSets)
+    spec: SpecBody | None = Field(
+        default=None, description="Continue with this spec (same pattern type); a changed "
+        "hash is reported in `notes`.")
+    from_checkpoint: int | None = Field(
+        default=None, ge=1,
+        description="Fork a new session from checkpoint N of this one (the original is "
+        "kept), with `variables` and `budgets` applied; answered 201 with the new "
+        "session's Location. Not with `spec`.")
+
+    @model_validator(mode="after")
+    def _fork_takes_no_spec(self) -> ResumeRequest:
+        if self.from_checkpoint is not None and self.spec is not None:
+            raise ValueError("from_checkpoint forks the session with its own spec; it "
+                             "cannot be combined with spec")
+        return self
+
+
+class SignalRequest(Strict):
+    response: str = Field(max_length=65_536,
+                          description="The human's answer to the step the session waits for.")
+
+
+class RequeueRequest(Strict):
+    step: str | None = Field(default=None, min_length=1, max_length=256,
+                             description="Only this step (a failed or dead-lettered one).")
+    dead: bool = Field(default=False, description="Only dead-lettered steps.")
+    dry_run: bool = Field(default=False, description="Report what would move; move nothing.")
+
+
+# -- responses -----------------------------------------------------------------------
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class SessionSummary(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str
+    status: SessionStatus
+    workflow_name: str
+    pattern_type: str
+    spec_hash: str
+    created_at: str
+    updated_at: str
+    error: str | None = None
+    paused_reason: str | None = None
+    steps_committed: int
+    token_usage: TokenUsage
+
+
+class SessionDetail(SessionSummary):
+    """The status document of `durable status --json`."""
+
+    variables: dict[str, Any]
+    pattern_state: dict[str, Any]
+
+
+class SessionPage(BaseModel):
+    items: list[SessionSummary]
+    next_cursor: str | None = Field(
+        description="Pass as ?cursor= for the next page; null when there is no more.")
+
+
+class SubmitResponse(BaseModel):
+    session_id: str
+    status: SessionStatus
+    created: bool = Field(description="False when the Idempotency-Key named an earlier "
+                          "session (answered 200, not 201).")
+
+
+class EventOut(BaseModel):
+    id: str = Field(description="The event's stream id (SSE id when following).")
+    type: str
+    step: str = ""
+    attempt: int = 0
+    worker: str = ""
+    at: str = ""
+    detail: str | None = None
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    last_id: str | None = Field(description="Pass as ?after= to read only newer events.")
+
+
+class ArtifactInfo(BaseModel):
+    name: str
+    size_bytes: int
+
+
+class ArtifactList(BaseModel):
+    items: list[ArtifactInfo]
+
+
+class ActionResponse(BaseModel):
+    session_id: str
+    status: str
+    notes: list[str] = Field(default_factory=list)
+
+
+class ForkResponse(BaseModel):
+    session_id: str = Field(description="The new session.")
+    forked_from: str
+    checkpoint: int
+    status: str
+
+
+class Checkpoint(BaseModel):
+    """One commit (seed 002): clean when it and all before it committed at the first
+    attempt with no failure, retry, re-claim or requeue."""
+
+    model_config = ConfigDict(extra="allow")
+
+    n: int
+    type: str
+    step: str
+    attempt: int
+    agent: str
+    at: str
+    status: str
+    clean: bool
+    tokens: int
+    tokens_total: int
+    resumable: bool = Field(description="Something follows it: a fork can start here.")
+    description: str
+
+
+class CheckpointDetail(Checkpoint):
+    session_id: str
+    state: dict[str, Any] = Field(description="The stored pattern_state at this point.")
+    pattern_state: dict[str, Any] = Field(description="Its view, as the status shows it.")
+    token_usage: TokenUsage
+    steps_committed: int
+
+
+class CheckpointList(BaseModel):
+    items: list[Checkpoint]
+
+
+class RequeuedStep(BaseModel):
+    session_id: str
+    step: str
+    agent: str
+    failed_attempt: int = Field(description="It runs again as attempt 1.")
+    dead_letters: list[str] = Field(description="Its dead-letter entries, dropped.")
+    error: str
+
+
+class SkippedEntry(BaseModel):
+    session_id: str
+    step: str
+    entry: str
+    reason: str
+    dropped: bool
+
+
+class RequeueResponse(BaseModel):
+    dry_run: bool
+    requeued: list[RequeuedStep]
+    skipped: list[SkippedEntry]
+    statuses: dict[str, str] = Field(description="Session id -> its status after (in a "
+                                     "dry run: what it would be).")
+
+
+class RedisHealth(BaseModel):
+    ok: bool
+    error: str | None = None
+
+
+class WorkerHealth(BaseModel):
+    recent: int = Field(description="Workers whose heartbeat is within window_s.")
+    known: int = Field(description="Workers in the heartbeat hash, however old.")
+    window_s: float
+    names: list[str]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded", "unavailable"] = Field(
+        description="ok: Redis reachable and a worker seen recently; degraded: no recent "
+        "worker; unavailable: Redis unreachable (503).")
+    redis: RedisHealth
+    workers: WorkerHealth
+
+
+ERROR_DESCRIPTIONS = {
+    401: "Missing or wrong bearer token",
+    404: "No such session",
+    409: "The session's status forbids this action",
+    413: "The spec is over 256 KiB",
+    422: "Invalid request or spec (details name the field)",
+    503: "Redis unreachable",
+}
+
+
+def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses (`e404="..."` rewords one)."""
+    return {code: {"model": ErrorResponse,
+                   "description": described.get(f"e{code}", ERROR_DESCRIPTIONS[code])}
+            for code in codes}

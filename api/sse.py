@@ -1,0 +1,63 @@
+"""Server-sent events for GET /v1/sessions/{id}/events?follow=1: one `event: <type>`
+frame per session event (its stream id as the SSE id, so a client reconnecting with
+Last-Event-ID resumes after it), keep-alive comments while nothing happens, and an
+`end` frame once the session has ended."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from api.errors import REDIS_DOWN, error_body
+from scheduler.history import Idle, event_doc, follow_events
+from sessions.errors import SessionNotFound
+from sessions.store import Store
+
+log = logging.getLogger("durable.api")
+MEDIA_TYPE = "text/event-stream"
+# Proxies (nginx) buffer responses unless told not to; caches must not keep a live feed.
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def frame(data: Any, event: str | None = None, event_id: str | None = None) -> bytes:
+    """One SSE frame; `data` as compact JSON on a single line."""
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+async def event_stream(store: Store, session_id: str, after: str,
+                       block_ms: int) -> AsyncIterator[bytes]:
+    """Frames until the session ends (the caller checked that the session exists)."""
+    yield b"retry: 2000\n\n"
+    try:
+        async for item in follow_events(store, session_id, after, block_ms=block_ms):
+            if isinstance(item, Idle):
+                yield KEEP_ALIVE
+                continue
+            entry_id, fields = item
+            doc = event_doc(entry_id, fields)
+            yield frame(doc, event=doc["type"] or "event", event_id=entry_id)
+        status = await _final_status(store, session_id)
+        yield frame({"session_id": session_id, "status": status}, event="end")
+    except REDIS_DOWN as exc:
+        # Headers are gone already: say so in the stream, then close it.
+        log.warning("event stream of %s: Redis unreachable (%s)", session_id, exc)
+        yield frame(error_body("redis_unavailable", f"cannot reach Redis ({exc})"),
+                    event="error")
+
+
+async def _final_status(store: Store, session_id: str) -> str:
+    try:
+        return (await store.get_session(session_id)).status.value
+    except SessionNotFound:
+        return "deleted"

@@ -1,0 +1,121 @@
+"""`durable watch SID`: a session's live progress (rich), until it stops running.
+
+The view is a pure function of the session record, its events and its committed
+results; the loop reads only what is new (events after the last id, results after
+the last count) and redraws.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from sessions.models import SessionStatus, StepResult
+from sessions.store import SessionRecord, Store
+
+MAX_ROWS = 30  # the latest steps shown; earlier ones are counted above the table
+
+# What an event says about its step.
+STEP_STATE = {
+    "step_scheduled": "queued", "step_started": "running", "step_reclaimed": "running",
+    "step_completed": "done", "step_failed": "failed", "step_retried": "retry scheduled",
+    "step_dead_lettered": "dead-lettered", "step_requeued": "requeued",
+}
+STYLE = {"done": "green", "running": "cyan", "failed": "red", "dead-lettered": "red",
+         "retry scheduled": "yellow", "requeued": "yellow", "queued": "dim"}
+
+
+@dataclass(frozen=True)
+class StepRow:
+    step: str
+    state: str
+    attempt: int
+    worker: str = ""
+    agent: str = ""
+    tokens: int | None = None
+    duration_s: float | None = None
+    detail: str = ""
+
+
+def step_rows(events: Sequence[tuple[str, dict[str, str]]], results: Sequence[StepResult]
+              ) -> list[StepRow]:
+    """One row per step with its latest state: committed steps in commit order, then
+    the others in the order they were first seen."""
+    rows: dict[str, StepRow] = {}
+    for _, f in events:
+        state = STEP_STATE.get(f.get("type", ""))
+        step = f.get("step", "")
+        if state is None or not step:
+            continue
+        row = rows.get(step) or StepRow(step, state, 0)
+        attempt = int(f.get("attempt") or 0) or row.attempt
+        detail = f.get("detail", "") if state in ("failed", "dead-lettered") else row.detail
+        rows[step] = replace(row, state=state, attempt=attempt,
+                             worker=f.get("worker") or row.worker, detail=detail)
+    for r in results:
+        row = rows.get(r.key) or StepRow(r.key, "done", r.attempt)
+        rows[r.key] = replace(row, state="done", agent=r.agent, tokens=r.tokens,
+                              duration_s=r.duration_ms / 1000, worker=r.worker or row.worker)
+    done = {r.key for r in results}
+    return [rows[r.key] for r in results] + [row for key, row in rows.items()
+                                             if key not in done]
+
+
+def render(record: SessionRecord, rows: Sequence[StepRow]) -> Group:
+    usage = record.token_usage
+    status_style = {"completed": "green", "failed": "red", "cancelled": "red",
+                    "paused": "yellow"}.get(record.status.value, "cyan")
+    head = Text.assemble(
+        ("session ", "bold"), record.session_id, f"  {record.workflow_name} "
+        f"({record.pattern_type})  ", (record.status.value, f"bold {status_style}"),
+        f"  {record.steps_committed} steps committed, {usage.total_input_tokens} in / "
+        f"{usage.total_output_tokens} out tokens")
+    table = Table("step", "state", "attempt", "agent", "worker", "tokens", "time", "detail",
+                  expand=False)
+    hidden = max(0, len(rows) - MAX_ROWS)
+    for row in rows[hidden:]:
+        table.add_row(row.step, Text(row.state, style=STYLE.get(row.state, "")),
+                      str(row.attempt or ""), row.agent, row.worker,
+                      "" if row.tokens is None else str(row.tokens),
+                      "" if row.duration_s is None else f"{row.duration_s:.2f}s",
+                      row.detail[:80])
+    parts: list[Text | Table] = [head]
+    if hidden:
+        parts.append(Text(f"({hidden} earlier steps not shown)", style="dim"))
+    parts.append(table)
+    why = record.error or record.paused_reason
+    if why and record.status != SessionStatus.RUNNING:
+        parts.append(Text(f"{record.status.value}: {why}", style=status_style))
+    return Group(*parts)
+
+
+async def watch(store: Store, session_id: str, console: Console, *, poll_s: float = 0.2,
+                timeout_s: float | None = None) -> tuple[SessionRecord, bool]:
+    """Follow the session until it stops running (completed, failed, cancelled or
+    paused); returns its record and whether the timeout passed first."""
+    record = await store.get_session(session_id)  # SessionNotFound before any drawing
+    events: list[tuple[str, dict[str, str]]] = []
+    results: list[StepResult] = []
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with Live(render(record, []), console=console, refresh_per_second=8,
+              transient=False) as live:
+        while True:
+            events += await store.events(session_id, after=events[-1][0] if events else "-")
+            results += await store.results(session_id, len(results))
+            live.update(render(record, step_rows(events, results)))
+            ended = record.status != SessionStatus.RUNNING \
+                and record.steps_committed <= len(results)
+            if ended or (deadline is not None and time.monotonic() >= deadline):
+                break
+            await asyncio.sleep(poll_s)
+            record = await store.get_session(session_id)
+    if not console.is_terminal:
+        console.line()  # the final frame ends without a newline when not on a terminal
+    return record, not ended

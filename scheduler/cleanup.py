@@ -1,0 +1,76 @@
+"""Delete ended sessions older than N days (`durable sessions cleanup`): completed,
+failed and cancelled ones (completed kept on request), never running or paused ones.
+
+Candidates come from the per-status indexes (scored by last update), so a cleanup
+reads only what it deletes. Each is re-checked and deleted under its session's lock,
+so a session resumed meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.control import session_lock
+from sessions.errors import DurableError, SessionNotFound
+from sessions.locks import locked
+from sessions.models import SessionStatus, now_ms
+from sessions.store import Store
+
+DAY_MS = 86_400_000
+
+
+def cutoff_ms(max_age_days: float, now: int) -> int:
+    """Sessions last updated at or before this are old enough to delete."""
+    if not math.isfinite(max_age_days) or max_age_days < 0:
+        raise DurableError(f"--max-age-days {max_age_days}: must be a number of days >= 0")
+    return now - int(max_age_days * DAY_MS)
+
+
+def statuses_to_clean(keep_completed: bool) -> tuple[SessionStatus, ...]:
+    ended = (SessionStatus.COMPLETED, SessionStatus.FAILED, SessionStatus.CANCELLED)
+    return tuple(s for s in ended if not (keep_completed and s == SessionStatus.COMPLETED))
+
+
+async def _candidates(store: Store, statuses: tuple[SessionStatus, ...], cutoff: int
+                      ) -> list[tuple[float, str]]:
+    found: list[tuple[float, str]] = []
+    for shard in range(store.keys.shards):
+        for status in statuses:
+            key = store.keys.index_status(shard, status)
+            for sid, score in await store.redis.zrangebyscore(key, "-inf", cutoff,
+                                                              withscores=True):
+                found.append((float(score), sid.decode() if isinstance(sid, bytes) else sid))
+    return sorted(found)  # oldest first
+
+
+async def cleanup_sessions(store: Store, *, max_age_days: float, keep_completed: bool = False,
+                           dry_run: bool = False, now: int | None = None) -> list[str]:
+    """The ids deleted (or, with dry_run, that would be), oldest first. `now` (epoch ms)
+    defaults to the clock."""
+    cutoff = cutoff_ms(max_age_days, now_ms() if now is None else now)
+    statuses = statuses_to_clean(keep_completed)
+    found = await _candidates(store, statuses, cutoff)
+    if dry_run:
+        return [sid for _, sid in found]
+    deleted: list[str] = []
+    # One cleanup at a time; each session is also locked against a concurrent resume.
+    async with locked(store.redis, store.scripts, store.keys.lock("cleanup"), wait_s=10):
+        for _, sid in found:
+            async with session_lock(store, sid):
+                try:
+                    record = await store.get_session(sid)
+                except SessionNotFound:
+                    continue  # deleted by someone else meanwhile
+                shard = store.keys.shard(sid)
+                score = await store.redis.zscore(store.keys.index_status(shard, record.status),
+                                                 sid)
+                if record.status not in statuses or score is None or score > cutoff:
+                    continue  # resumed (or touched) since it was listed
+                try:
+                    await store.delete_session(sid)
+                except SessionNotFound:
+                    continue
+                # The lock's fencing counter would outlive the session: it goes too.
+                await store.redis.delete(store.keys.lock_fence(f"session:{sid}", shard))
+                deleted.append(sid)
+    return deleted

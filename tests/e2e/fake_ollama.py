@@ -1,0 +1,100 @@
+"""A tiny Ollama server on 127.0.0.1 for operator drills: it answers `/api/chat` the way
+Ollama does (chunked NDJSON, token counts in the last line) for the models it has
+"pulled", and for any other model the 404 real Ollama gives. Pulling a model later
+is the realistic "cause fixed" of a step that failed for good."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class FakeOllama:
+    port: int = 0
+    pulled: set[str] = field(default_factory=set)
+    delay_s: float = 0.0  # before every answer, like a loaded server
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def pull(self, model: str) -> None:
+        with self.lock:
+            self.pulled.add(model)
+
+
+def reply_for(prompt: str) -> str:
+    return "ollama: " + " ".join(prompt.split()[:8])
+
+
+def _handler(state: FakeOllama) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            model = str(body.get("model"))
+            with state.lock:
+                state.requests.append(body)
+                pulled = model in state.pulled
+            time.sleep(state.delay_s)
+            if self.path != "/api/chat":
+                return self._json(404, {"error": "not found"})
+            if not pulled:
+                return self._json(404, {"error": f'model "{model}" not found, try pulling '
+                                                 f"it first"})
+            users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+            prompt = str(users[-1].get("content", "")) if users else ""
+            text = reply_for(prompt)
+            base = {"model": model, "created_at": "2024-01-01T00:00:00Z"}
+            lines = [{**base, "message": {"role": "assistant", "content": text}, "done": False},
+                     {**base, "message": {"role": "assistant", "content": ""}, "done": True,
+                      "done_reason": "stop", "total_duration": 12_000_000,
+                      "prompt_eval_count": len(prompt.split()),
+                      "eval_count": len(text.split())}]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for line in lines:
+                data = (json.dumps(line) + "\n").encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+        def _json(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@contextmanager
+def fake_ollama() -> Iterator[FakeOllama]:
+    state = FakeOllama()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

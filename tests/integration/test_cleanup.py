@@ -1,0 +1,117 @@
+"""`sessions cleanup` on a real redis-server: ended sessions older than N days go, with
+every key they owned; running and paused ones never do; a dry run deletes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from helpers import wait_for
+
+from scheduler.autoresume import find_resumable
+from scheduler.cleanup import cleanup_sessions
+from scheduler.control import cancel, pause
+from scheduler.loader import load_spec_text
+from scheduler.start import start_session
+from sessions.errors import DurableError, SessionNotFound
+from sessions.models import SessionStatus, now_ms
+from sessions.settings import DurableSettings
+from sessions.store import Store
+from worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+DAY_MS = 86_400_000
+
+SPEC = """
+version: 0
+name: NAME
+runtime:
+  provider: scripted
+  failure_policy: {retries: 0}
+  script: {delay_s: DELAY, rules: [{contains: "boom", error: "exploded"}]}
+agents:
+  a: {prompt: "You are a."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "INPUT"}
+      - {agent: a, input: "two"}
+"""
+
+
+def spec(name: str, input_: str = "one", delay: float = 0.0) -> str:
+    return SPEC.replace("NAME", name).replace("INPUT", input_).replace("DELAY", str(delay))
+
+
+@pytest.fixture
+async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
+    c = StepConsumer(settings, store)
+    await c.start()
+    yield c
+    await c.stop(grace_s=0)
+
+
+async def start(store: Store, text: str) -> str:
+    return (await start_session(store, load_spec_text(text, "spec.yaml")))[0]
+
+
+async def is_(store: Store, sid: str, status: SessionStatus) -> bool:
+    return (await store.get_session(sid)).status == status
+
+
+async def keys_of(store: Store, sid: str) -> list[str]:
+    return [k async for k in store.redis.scan_iter(f"{store.keys.prefix}*{sid}*")]
+
+
+async def one_of_each(store: Store) -> dict[str, str]:
+    sids = {"completed": await start(store, spec("done")),
+            "failed": await start(store, spec("bad", "boom")),
+            "cancelled": await start(store, spec("stopped", delay=5)),
+            "paused": await start(store, spec("held", delay=5)),
+            "running": await start(store, spec("busy", delay=30))}
+    await cancel(store, sids["cancelled"])
+    await pause(store, sids["paused"])
+    for status, sid in sids.items():
+        await wait_for(lambda s=sid, st=status: is_(store, s, SessionStatus(st)),
+                       what=f"a {status} session")
+    return sids
+
+
+async def test_cleanup_by_age_and_status(store: Store, consumer: StepConsumer) -> None:
+    sids = await one_of_each(store)
+    later = now_ms() + 2 * DAY_MS  # two days from now, every session is two days old
+    ended = [sids["completed"], sids["failed"], sids["cancelled"]]
+
+    would = await cleanup_sessions(store, max_age_days=1, dry_run=True, now=later)
+    assert sorted(would) == sorted(ended)
+    for sid in sids.values():
+        assert await store.exists(sid)  # the dry run deleted nothing
+    assert sorted(await cleanup_sessions(store, max_age_days=1, keep_completed=True,
+                                         dry_run=True, now=later)) == sorted(ended[1:])
+    assert await cleanup_sessions(store, max_age_days=3, now=later) == []  # not old enough
+    assert await cleanup_sessions(store, max_age_days=1) == []  # nothing is a day old now
+
+    failed_hash = (await store.get_session(sids["failed"])).spec_hash
+    deleted = await cleanup_sessions(store, max_age_days=1, keep_completed=True, now=later)
+    assert sorted(deleted) == sorted(ended[1:])
+    for sid in ended[1:]:
+        with pytest.raises(SessionNotFound):
+            await store.get_session(sid)
+        assert await keys_of(store, sid) == [], f"keys of {sid} left behind"
+    assert await find_resumable(store, failed_hash) is None  # gone from the spec index
+    assert await store.exists(sids["completed"])
+
+    assert await cleanup_sessions(store, max_age_days=1, now=later) == [sids["completed"]]
+    assert await keys_of(store, sids["completed"]) == []
+    for status in ("paused", "running"):  # however old, never these
+        assert await is_(store, sids[status], SessionStatus(status))
+    assert {r.session_id for r in await store.list_sessions()} == {
+        sids["paused"], sids["running"]}
+
+
+async def test_bad_ages_are_refused(store: Store) -> None:
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(DurableError, match=r"--max-age-days .*must be a number of days"):
+            await cleanup_sessions(store, max_age_days=bad)
