@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from scheduler.history import event_docs
 from scheduler.loader import LoadedSpec, load_script_file, load_spec_file, parse_var_args
 from scheduler.status import session_status, summary
 from sessions.connect import open_store
@@ -230,18 +231,6 @@ def wait(
             await asyncio.sleep(poll)
 
     raise typer.Exit(run_async(with_store(body)))
-
-
-def event_docs(entries: list[tuple[str, dict[str, str]]]) -> list[dict[str, Any]]:
-    docs = []
-    for entry_id, f in entries:
-        doc: dict[str, Any] = {"id": entry_id, "type": f.get("type", ""),
-                               "step": f.get("step", ""), "attempt": int(f.get("attempt") or 0),
-                               "worker": f.get("worker", ""), "at": f.get("at", "")}
-        if f.get("detail"):
-            doc["detail"] = f["detail"]
-        docs.append(doc)
-    return docs
 
 
 @app.command()
@@ -515,15 +504,9 @@ def sessions_show(session_id: str) -> None:
 @sessions_app.command("delete")
 def sessions_delete(session_id: str) -> None:
     """Delete a session and everything it stored."""
-    from sessions.locks import locked
+    from scheduler.deletion import delete_session
 
-    async def body(store: Store) -> None:
-        async with locked(store.redis, store.scripts,
-                          store.keys.lock(f"session:{session_id}",
-                                          store.keys.shard(session_id))):
-            await store.delete_session(session_id)
-
-    run_async(with_store(body))
+    run_async(with_store(lambda store: delete_session(store, session_id)))
     out.print(f"deleted {session_id}", highlight=False)
 
 

@@ -19,13 +19,13 @@ from scheduler.budgets import Spend, exceeded, limits
 from scheduler.control import session_lock
 from scheduler.status import parse_spec
 from sessions.errors import LockNotAcquired
-from sessions.models import Event, SessionStatus, now_iso
+from sessions.models import Event, EventType, SessionStatus, now_iso
 from sessions.store import Store
 
 log = logging.getLogger("durable.scheduler")
 
 SCHEDULER = "scheduler"  # the `worker` of the events the scheduler writes
-STUCK_EVENT = "session_stuck"
+STUCK_EVENT = EventType.SESSION_STUCK.value
 PAGE = 500  # running sessions read per round trip
 MAX_STUCK_CANDIDATES = 1_000  # per shard and check
 MAX_SCAN = 20_000  # stream entries or timers looked through per shard and check

@@ -64,6 +64,7 @@ class EventType(StrEnum):
     SESSION_COMPLETED = "session_completed"
     SESSION_FAILED = "session_failed"
     SESSION_CANCELLED = "session_cancelled"
+    SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/watchdog.py)
 
 
 def now_iso() -> str:

@@ -13,7 +13,7 @@ from redis.commands.core import AsyncScript
 _NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
-    "release",
+    "release", "requeue", "fork",
 )
 
 
@@ -37,6 +37,8 @@ class Scripts:
     lock_extend: AsyncScript
     control: AsyncScript
     release: AsyncScript
+    requeue: AsyncScript
+    fork: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:

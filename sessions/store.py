@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
 from sessions.errors import ConfigError, SessionNotFound
 from sessions.keys import CONSUMER_GROUP, Keys, new_session_id, shard_for_key
 from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
-from sessions.scripts import Scripts, script_source
+from sessions.scripts import Scripts
 
 JSON_SEPARATORS = (",", ":")
 
@@ -204,16 +203,13 @@ class Store:
         idem_key = k.idempotency(shard, new.idempotency_key or "-")
         res = await self.scripts.create(
             keys=[k.meta(sid), idem_key, k.events(sid), k.stream(shard), k.held(sid),
-                  k.timers(shard), *self._index_keys(shard)],
+                  k.timers(shard), k.index_spec(shard, new.spec_hash),
+                  *self._index_keys(shard)],
             args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
                   new.idempotency_key or "", new.created_ms, new.status.value,
                   dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers])],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
-        if verdict == "created":
-            # An index for `run --auto-resume` only: a session missing from it (a crash
-            # right here) is merely not auto-resumed.
-            await self.redis.zadd(k.index_spec(shard, new.spec_hash), {sid: new.created_ms})
         return found, verdict == "created"
 
     # -- the step path -------------------------------------------------------------
@@ -440,13 +436,6 @@ class Store:
             await self.redis.zrem(k.index_spec(shard, _decode(spec_hash)), session_id)
 
     # -- operator: requeue and fork (scheduler/requeue.py, scheduler/checkpoints.py) ------
-    def _script(self, name: str) -> AsyncScript:
-        """A script beyond the core set (sessions/lua/<name>.lua), registered on first use."""
-        cache: dict[str, AsyncScript] = self.__dict__.setdefault("_extra_scripts", {})
-        if name not in cache:
-            cache[name] = self.redis.register_script(script_source(name))
-        return cache[name]
-
     async def failed_jobs(self, session_id: str) -> dict[str, str]:
         """Step key -> the job JSON of each step that failed for good (or dead-lettered)."""
         return _decode_map(await self.redis.hgetall(self.keys.failed_jobs(session_id)))
@@ -477,7 +466,7 @@ class Store:
         ('ok', status) | ('gone', '') | ('invalid', status) | ('changed', step)."""
         k = self.keys
         shard = k.shard(session_id)
-        res = await self._script("requeue")(
+        res = await self.scripts.requeue(
             keys=[k.meta(session_id), k.events(session_id), k.stream(shard),
                   k.failed_jobs(session_id), k.held(session_id), k.results(session_id),
                   k.dead(shard), *self._index_keys(shard)],
@@ -525,7 +514,7 @@ class Store:
         k, sid = self.keys, session_id
         shard = k.shard(sid)
         lanes = list(fork.lanes)
-        res = await self._script("fork")(
+        res = await self.scripts.fork(
             keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
                   k.conversations(sid), k.checkpoints(sid), k.held(sid), k.timers(shard),
                   k.index_spec(shard, str(fork.fields["spec_hash"])),

@@ -1,6 +1,7 @@
 -- Create a session and enqueue its first steps, all or nothing.
 -- KEYS: 1 meta, 2 idempotency key (or a dummy in the same slot), 3 events, 4 stream,
---       5 held, 6 timers, then the six index keys.
+--       5 held, 6 timers, 7 the spec-hash index (`run --auto-resume` finds the
+--       latest session of a spec there), then the six status index keys (last: _lib).
 -- ARGV: 1 sid, 2 meta fields (JSON object), 3 jobs (JSON array of job JSON strings),
 --       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status,
 --       8 timers (JSON array of [due ms, job JSON])
@@ -27,4 +28,5 @@ end
 for _, timer in ipairs(cjson.decode(ARGV[8])) do
   redis.call('ZADD', KEYS[6], timer[1], timer[2])
 end
+redis.call('ZADD', KEYS[7], tonumber(ARGV[6]), sid)
 return {'created', sid}
