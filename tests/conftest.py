@@ -15,6 +15,7 @@ from helpers import RedisServer, random_prefix, start_redis
 from sessions.connect import open_store
 from sessions.settings import DurableSettings
 from sessions.store import Store
+from worker.consumer import StepConsumer
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +42,15 @@ async def store(settings: DurableSettings) -> AsyncIterator[Store]:
     await s.prepare()
     yield s
     await s.redis.aclose()
+
+
+@pytest.fixture
+async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
+    """A real worker (what `arq worker` hosts), in this process."""
+    c = StepConsumer(settings, store)
+    await c.start()
+    yield c
+    await c.stop(grace_s=0)
 
 
 @pytest.fixture

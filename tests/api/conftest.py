@@ -11,8 +11,6 @@ from apihelp import asgi_client, make_app
 from fastapi import FastAPI
 
 from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
 
 
 @pytest.fixture
@@ -26,10 +24,3 @@ async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    """A real worker (the arq worker's consumer), in this process."""
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)

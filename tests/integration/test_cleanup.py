@@ -3,8 +3,6 @@ every key they owned; running and paused ones never do; a dry run deletes nothin
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from helpers import wait_for
 
@@ -15,7 +13,6 @@ from scheduler.loader import load_spec_text
 from scheduler.start import start_session
 from sessions.errors import DurableError, SessionNotFound
 from sessions.models import SessionStatus, now_ms
-from sessions.settings import DurableSettings
 from sessions.store import Store
 from worker.consumer import StepConsumer
 
@@ -43,14 +40,6 @@ pattern:
 
 def spec(name: str, input_: str = "one", delay: float = 0.0) -> str:
     return SPEC.replace("NAME", name).replace("INPUT", input_).replace("DELAY", str(delay))
-
-
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)
 
 
 async def start(store: Store, text: str) -> str:

@@ -4,7 +4,6 @@ in-process worker."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 from helpers import wait_for
@@ -16,7 +15,6 @@ from scheduler.start import start_session
 from scheduler.status import session_status
 from sessions.errors import DurableError, InvalidTransition
 from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
 from sessions.store import Store
 from worker.consumer import StepConsumer
 
@@ -59,14 +57,6 @@ pattern:
   config:
     steps:
 {body}"""
-
-
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)
 
 
 async def status_is(store: Store, sid: str, *statuses: SessionStatus) -> bool:

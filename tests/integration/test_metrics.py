@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 import urllib.request
-from collections.abc import AsyncIterator
 
 import pytest
 from helpers import free_port, wait_for
@@ -64,14 +63,6 @@ class Delta:
 
     def __call__(self, name: str, **labels: str) -> float:
         return sample(name, **labels) - self.before[(name, tuple(sorted(labels.items())))]
-
-
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)
 
 
 async def ended(store: Store, sid: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
@@ -73,14 +73,6 @@ pattern:
 def ollama() -> Iterator[FakeOllama]:
     with fake_ollama() as server:
         yield server
-
-
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)
 
 
 async def status_is(store: Store, sid: str, status: SessionStatus) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 from helpers import wait_for
@@ -38,14 +37,6 @@ pattern:
       - {agent: a, input: "two after {{ last_response }}"}
       - {agent: writer, input: "three"}
 """
-
-
-@pytest.fixture
-async def consumer(settings: DurableSettings, store: Store) -> AsyncIterator[StepConsumer]:
-    c = StepConsumer(settings, store)
-    await c.start()
-    yield c
-    await c.stop(grace_s=0)
 
 
 async def ended(store: Store, sid: str) -> bool:
