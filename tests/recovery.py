@@ -3,11 +3,15 @@ change when workers crash) and an uninterrupted reference run to compare it with
 
 from __future__ import annotations
 
+import random
+import subprocess
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from helpers import RedisServer, random_prefix, wait_for
+from fleet import Fleet
+from helpers import RedisServer, poll_until, random_prefix, wait_for
 from pattern_specs import PatternCase
 
 from scheduler.start import start_session
@@ -74,3 +78,40 @@ async def reference_run(server: RedisServer, case: PatternCase) -> Outcome:
     finally:
         await consumer.stop(grace_s=0)
         await store.redis.aclose()
+
+
+async def all_ended(store: Store, sids: list[str]) -> bool:
+    for sid in sids:
+        if (await store.get_session(sid)).status == SessionStatus.RUNNING:
+            return False
+    return True
+
+
+async def start_fleet(fleet: Fleet, store: Store, size: int) -> list[subprocess.Popen[bytes]]:
+    """`size` real workers, returned once each heartbeats (consuming, not booting)."""
+    workers = [fleet.start_worker() for _ in range(size)]
+
+    async def live() -> bool:
+        return int(await store.redis.hlen(store.keys.workers())) >= size
+
+    await wait_for(live, timeout_s=60, what=f"{size} workers to heartbeat")
+    return workers
+
+
+async def kill_every_second(fleet: Fleet, workers: list[subprocess.Popen[bytes]],
+                            store: Store, sids: list[str], seed: int,
+                            limit_s: float = 240) -> int:
+    """SIGKILL a random worker and start a new one every second until every session
+    has ended; returns how many were killed (at least 3, or the chaos did not bite)."""
+    rng = random.Random(seed)
+    kills = 0
+    deadline = time.monotonic() + limit_s
+    while not await poll_until(lambda: all_ended(store, sids), timeout_s=1.0):
+        assert time.monotonic() < deadline, f"sessions still running after {kills} kills\n" \
+            + fleet.logs()[-3000:]
+        victim = rng.randrange(len(workers))
+        fleet.kill(workers[victim])
+        workers[victim] = fleet.start_worker()
+        kills += 1
+    assert kills >= 3, "the run ended before the chaos had a chance to bite"
+    return kills

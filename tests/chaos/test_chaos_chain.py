@@ -3,19 +3,16 @@ worker is SIGKILLed every second and restarted. Nothing may be lost or committed
 
 from __future__ import annotations
 
-import random
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from fleet import Fleet
-from helpers import poll_until, wait_for
+from recovery import kill_every_second, start_fleet
 
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
 from scheduler.status import session_status
-from sessions.models import SessionStatus
 from sessions.store import Store
 
 pytestmark = pytest.mark.chaos
@@ -39,41 +36,16 @@ pattern:
 """ for i in range(STEPS))
 
 
-async def _live_workers(store: Store, n: int) -> bool:
-    return int(await store.redis.hlen(store.keys.workers())) >= n
-
-
-async def all_ended(store: Store, sids: list[str]) -> bool:
-    for sid in sids:
-        if (await store.get_session(sid)).status == SessionStatus.RUNNING:
-            return False
-    return True
-
-
 async def test_random_sigkills_lose_nothing_and_commit_nothing_twice(
         fleet_factory, store: Store, tmp_path: Path) -> None:
     fleet: Fleet = fleet_factory(claim_idle_ms=1500, worker_concurrency=8)
-    workers = [fleet.start_worker() for _ in range(WORKERS)]
-    # Kill workers that are consuming, not ones still booting.
-    await wait_for(lambda: _live_workers(store, WORKERS), timeout_s=60,
-                   what=f"{WORKERS} workers to heartbeat")
+    workers = await start_fleet(fleet, store, WORKERS)
     sids = []
     for n in range(SESSIONS):
         loaded = load_spec_text(SPEC, "chaos.yaml", {"n": str(n)})
         sids.append((await start_session(store, loaded))[0])
 
-    rng = random.Random(1234)
-    kills = 0
-    deadline = time.monotonic() + 240
-    # A worker dies every second until every session has ended.
-    while not await poll_until(lambda: all_ended(store, sids), timeout_s=1.0):
-        assert time.monotonic() < deadline, f"sessions still running after {kills} kills:\n" \
-            + fleet.logs()[-3000:]
-        victim = rng.randrange(WORKERS)
-        fleet.kill(workers[victim])
-        workers[victim] = fleet.start_worker()
-        kills += 1
-    assert kills >= 3, "the run ended before the chaos had a chance to bite"
+    kills = await kill_every_second(fleet, workers, store, sids, seed=1234)
     reclaimed = 0
 
     for n, sid in enumerate(sids):

@@ -5,31 +5,21 @@ committed once."""
 
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
 
 import pytest
 from fleet import Fleet
-from helpers import RedisServer, poll_until, wait_for
+from helpers import RedisServer
 from pattern_specs import CASES
-from recovery import FAST, outcome, reference_run
+from recovery import FAST, kill_every_second, outcome, reference_run, start_fleet
 
 from scheduler.start import start_session
-from sessions.models import SessionStatus
 from sessions.store import Store
 
 pytestmark = pytest.mark.chaos
 
 PER_PATTERN, WORKERS = 3, 3
 STEP_S = 0.8  # slower steps than the drills so that kills land inside them
-
-
-async def all_ended(store: Store, sids: list[str]) -> bool:
-    for sid in sids:
-        if (await store.get_session(sid)).status == SessionStatus.RUNNING:
-            return False
-    return True
 
 
 async def test_random_sigkills_over_all_patterns_change_nothing(
@@ -39,12 +29,7 @@ async def test_random_sigkills_over_all_patterns_change_nothing(
     # A kill every second over three workers can catch one step in several kills in a
     # row; the dead-letter guard (tested on its own) must not mistake that for poison.
     fleet: Fleet = fleet_factory(**{**FAST, "claim_idle_ms": 1000, "max_deliveries": 12})
-    workers = [fleet.start_worker() for _ in range(WORKERS)]
-
-    async def live() -> bool:
-        return int(await store.redis.hlen(store.keys.workers())) >= WORKERS
-
-    await wait_for(live, timeout_s=60, what=f"{WORKERS} workers to heartbeat")
+    workers = await start_fleet(fleet, store, WORKERS)
     sessions: list[tuple[str, str]] = []
     for _ in range(PER_PATTERN):
         for name, case in CASES.items():
@@ -52,17 +37,7 @@ async def test_random_sigkills_over_all_patterns_change_nothing(
             sessions.append((name, sid))
     sids = [sid for _, sid in sessions]
 
-    rng = random.Random(4321)
-    kills = 0
-    deadline = time.monotonic() + 240
-    while not await poll_until(lambda: all_ended(store, sids), timeout_s=1.0):
-        assert time.monotonic() < deadline, f"still running after {kills} kills\n" \
-            + fleet.logs()[-3000:]
-        victim = rng.randrange(WORKERS)
-        fleet.kill(workers[victim])
-        workers[victim] = fleet.start_worker()
-        kills += 1
-    assert kills >= 3, "the run ended before the chaos had a chance to bite"
+    kills = await kill_every_second(fleet, workers, store, sids, seed=4321)
 
     reclaimed = 0
     for name, sid in sessions:
