@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 from rich.markup import escape
@@ -54,6 +55,10 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     except SpecError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
+    except ValidationError as exc:
+        if exc.title != DurableSettings.__name__:
+            raise
+        raise settings_error(exc) from None
     except SessionNotFound as exc:
         raise fail(str(exc), EXIT_FAILED) from None
     except RedisConnectionError as exc:
@@ -62,8 +67,22 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         raise fail(str(exc), EXIT_FAILED) from None
 
 
+def settings_error(exc: ValidationError) -> typer.Exit:
+    first = exc.errors()[0]
+    name = "DURABLE_" + "_".join(str(part) for part in first["loc"]).upper()
+    return fail(f"{name}={first.get('input')!r}: {first['msg']}", EXIT_USAGE)
+
+
+def env_settings() -> DurableSettings:
+    """DURABLE_* settings; a bad value is a usage error naming the variable."""
+    try:
+        return DurableSettings()
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
 async def with_store(body: Callable[[Store], Awaitable[T]]) -> T:
-    store = open_store(DurableSettings())
+    store = open_store(env_settings())
     try:
         return await body(store)
     finally:
@@ -549,16 +568,10 @@ def api_serve(
 ) -> None:
     """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
     import uvicorn
-    from pydantic import ValidationError
 
     from api.app import create_app
 
-    try:
-        settings = DurableSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise fail(f"DURABLE_{str(first['loc'][0]).upper()}: {first['msg']}",
-                   EXIT_USAGE) from None
+    settings = env_settings()
     # Live event streams would hold a graceful shutdown open: give them 5 s.
     uvicorn.run(create_app(settings), host=host or settings.api_host,
                 port=port or settings.api_port, timeout_graceful_shutdown=5)
@@ -572,16 +585,9 @@ def scheduler_serve(
 ) -> None:
     """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
     sessions. Any number of replicas; one leads. Stops on SIGTERM."""
-    from pydantic import ValidationError
-
     from scheduler.service import run_scheduler
 
-    try:
-        settings = DurableSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise fail(f"DURABLE_{str(first['loc'][0]).upper()}: {first['msg']}",
-                   EXIT_USAGE) from None
+    settings = env_settings()
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
     run_async(run_scheduler(settings, metrics_port))

@@ -17,8 +17,8 @@ MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES
 
 
 def too_large(what: str, size: int | None, limit: int) -> dict[str, Any]:
-    shown = f"{size} bytes" if size is not None else "more"
-    return error_body("payload_too_large", f"{what} is {shown}; the limit is {limit} bytes",
+    shown = f"is {size} bytes" if size is not None else f"is over {limit} bytes"
+    return error_body("payload_too_large", f"{what} {shown}; the limit is {limit} bytes",
                       {"limit_bytes": limit, **({"size_bytes": size} if size else {})})
 
 

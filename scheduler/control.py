@@ -111,8 +111,8 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
         if waiting and record.status == SessionStatus.PAUSED and \
                 (record.paused_reason or "").startswith("waiting for human input"):
             raise DurableError(f"session {session_id} waits for human input at "
-                               f"{waiting[0]['step']}: {waiting[0]['prompt']!r}; resume it "
-                               f"with --hitl-response TEXT")
+                               f"{waiting[0]['step']}: {waiting[0]['prompt']!r}; answer it "
+                               f"with `durable resume {session_id} --hitl-response TEXT`")
         overrides = {**json.loads(record.raw.get("budget_overrides") or "{}"),
                      **(budget_sets or {})}
         spend = Spend(tokens=record.token_usage.total_input_tokens

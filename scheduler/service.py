@@ -30,12 +30,14 @@ import socket
 import time
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from scheduler.watchdog import DurationGuard, StuckWatch
 from sessions import metrics
 from sessions.connect import open_store
 from sessions.errors import ConfigError, LockLost
+from sessions.keys import CONSUMER_GROUP
 from sessions.locks import Lock
 from sessions.models import now_ms
 from sessions.settings import DurableSettings
@@ -127,7 +129,21 @@ class SchedulerService:
         gone = [name for name, raw in beats.items() if _last_seen_ms(raw) < cutoff]
         if gone:
             await self.store.redis.hdel(self.store.keys.workers(), *gone)
+        # Crashed workers' consumers, once others re-claimed their entries.
+        for name in await self._group_consumers():
+            if name not in beats:
+                await self.store.retire_consumer(name, FORGET_WORKERS_AFTER_S * 1000)
         return len(gone)
+
+    async def _group_consumers(self) -> set[str]:
+        names: set[str] = set()
+        for shard in range(self.store.keys.shards):
+            with contextlib.suppress(ResponseError):  # no stream or group yet
+                for info in await self.store.redis.xinfo_consumers(
+                        self.store.keys.stream(shard), CONSUMER_GROUP):
+                    name = info["name"]
+                    names.add(name.decode() if isinstance(name, bytes) else str(name))
+        return names
 
     async def tick(self) -> None:
         """One round of the leader's duties; the slower checks run every check_s."""

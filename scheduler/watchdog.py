@@ -51,7 +51,7 @@ def stuck_among(candidates: Iterable[tuple[str, float]], busy: set[str]
 def stuck_detail(idle_s: float) -> str:
     return (f"running, but no commit for {idle_s:.0f}s and no step of it is queued, "
             f"in flight or waiting on a timer; it will not progress by itself "
-            f"(inspect it with `durable history`, then cancel or requeue it)")
+            f"(inspect it with `durable history SID`; `durable cancel SID` ends it)")
 
 
 def session_of(job_json: str) -> str:

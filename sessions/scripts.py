@@ -13,7 +13,7 @@ from redis.commands.core import AsyncScript
 _NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
-    "release", "requeue", "fork",
+    "release", "requeue", "fork", "retire_consumer",
 )
 
 
@@ -39,6 +39,7 @@ class Scripts:
     release: AsyncScript
     requeue: AsyncScript
     fork: AsyncScript
+    retire_consumer: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:

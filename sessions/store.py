@@ -311,6 +311,15 @@ class Store:
                                          args=[CONSUMER_GROUP, consumer, idle_ms, *entry_ids])
         return int(res)
 
+    async def retire_consumer(self, consumer: str, min_idle_ms: int = 0) -> int:
+        """Drop `consumer` from every shard's group where it holds nothing pending (and
+        has been idle `min_idle_ms`), so `durable workers` lists no long-gone workers."""
+        retired = 0
+        for shard in range(self.keys.shards):
+            retired += int(await self.scripts.retire_consumer(
+                keys=[self.keys.stream(shard)], args=[CONSUMER_GROUP, consumer, min_idle_ms]))
+        return retired
+
     async def promote_timers(self, shard: int, now_ms: int, limit: int = 100) -> int:
         res = await self.scripts.promote_timers(
             keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit])

@@ -88,6 +88,8 @@ class StepConsumer:
         await asyncio.gather(*self._loops, return_exceptions=True)
         with contextlib.suppress(*REDIS_DOWN):
             await self.store.redis.hdel(self.store.keys.workers(), self.name)
+            # Leave the group too, unless steps handed back are still pending under us.
+            await self.store.retire_consumer(self.name)
 
     async def _hand_back(self, entries: dict[str, StepJob]) -> int:
         by_shard: dict[int, list[str]] = {}

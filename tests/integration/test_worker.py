@@ -10,6 +10,7 @@ from helpers import wait_for
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
 from scheduler.status import session_status
+from sessions.keys import CONSUMER_GROUP
 from sessions.models import SessionStatus
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -117,3 +118,27 @@ async def test_dead_consumers_entries_are_taken_over_once_each(
         assert record.status == SessionStatus.COMPLETED, record.error
         reclaims = [f for _, f in await store.events(sid) if f["type"] == "step_reclaimed"]
         assert [f["step"] for f in reclaims] == ["step:0"], reclaims
+
+
+async def group_consumers(store: Store) -> set[str]:
+    infos = await store.redis.xinfo_consumers(store.keys.stream(0), CONSUMER_GROUP)
+    return {i["name"].decode() if isinstance(i["name"], bytes) else i["name"] for i in infos}
+
+
+async def test_a_stopped_worker_leaves_the_group_unless_it_still_holds_entries(
+        settings: DurableSettings, store: Store) -> None:
+    worker = StepConsumer(settings, store)
+    await worker.start()
+    spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    sid, _ = await start_session(store, load_spec_text(spec, "ok.yaml"))
+    await wait_for(lambda: ended(store, sid), what="session to end")
+    assert worker.name in await group_consumers(store)
+    await worker.stop(grace_s=0)
+    assert worker.name not in await group_consumers(store)
+
+    # A consumer holding an undelivered step is never dropped: that would lose the step.
+    await start_session(store, load_spec_text(spec, "ok.yaml"))
+    await store.redis.xreadgroup(CONSUMER_GROUP, "holder", {store.keys.stream(0): ">"},
+                                 count=1)
+    assert await store.retire_consumer("holder") == 0
+    assert "holder" in await group_consumers(store)

@@ -88,3 +88,13 @@ outputs:
     result = run("run", str(spec), "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     assert (tmp_path / "run.txt").read_text() == "about-the-run|chain|completed|6|36|True|True"
+
+
+def test_a_bad_setting_is_a_usage_error_naming_the_variable(tmp_path: Path) -> None:
+    env = {**os.environ, "DURABLE_SHARDS": "0"}
+    for args in (["status", "some-id"], ["run", str(EXAMPLES / "chain-research.yaml")]):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 2, result.output
+        assert "DURABLE_SHARDS='0'" in result.output and "greater than or equal to 1" \
+            in result.output
+        assert "Traceback" not in result.output
