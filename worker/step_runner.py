@@ -53,10 +53,13 @@ class ResultsCache:
         return cache
 
     @staticmethod
-    def extend(cache: SessionCache, new: list[StepResult]) -> None:
-        for result in new:
+    def extend(cache: SessionCache, start: int, new: list[StepResult]) -> None:
+        """Results read from the session's commit-order list at position `start`. Reads
+        overlap when steps of one session run side by side on this worker: the count is
+        the furthest position read, never a sum (a sum would skip later commits)."""
+        for result in new[max(cache.count - start, 0):]:
             cache.results[result.key] = result
-        cache.count += len(new)
+        cache.count = max(cache.count, start + len(new))
 
 
 class StepRunner:
@@ -92,11 +95,12 @@ class StepRunner:
         cache = self.cache.get(sid)
         started = Event("step_reclaimed" if reclaimed else "step_started", step=job.key,
                         attempt=job.attempt, worker=self.consumer, at=now_iso())
-        gate = await self.store.gate(job, entry_id, self.consumer, cache.count, started)
+        known = cache.count
+        gate = await self.store.gate(job, entry_id, self.consumer, known, started)
         if gate.verdict != "run":
             log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
             return
-        self.cache.extend(cache, gate.new_results)
+        self.cache.extend(cache, known, gate.new_results)
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
         if job.kind == "hitl_timeout":
@@ -169,7 +173,8 @@ class StepRunner:
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
-                    self.cache.extend(cache, [result])
+                    # Not cached here: the next read of the commit-order list brings
+                    # it, in its place among siblings committed meanwhile.
                     self.crash.reached("after_commit")
                 else:
                     log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
@@ -195,7 +200,8 @@ class StepRunner:
 
     async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
         fields = await self.store.plan_fields(sid)
-        self.cache.extend(cache, await self.store.results(sid, cache.count))
+        known = cache.count
+        self.cache.extend(cache, known, await self.store.results(sid, known))
         return fields
 
     async def _fail(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
