@@ -297,7 +297,8 @@ def resume(
         help="The answer to the human-in-the-loop step the session waits for.")] = None,
     var: VarOpt = None,
     set_: Annotated[list[str] | None, typer.Option(
-        "--set", help="Raise a budget, e.g. budgets.max_tokens=20000.")] = None,
+        "--set", help="Raise a budget (budgets.max_tokens=20000) or set an input "
+        "variable (topic=x).")] = None,
     spec: Annotated[Path | None, typer.Option(
         help="Continue with this spec; a changed hash is reported.")] = None,
     from_checkpoint: Annotated[int | None, typer.Option(
@@ -307,7 +308,7 @@ def resume(
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating."""
-    from scheduler.control import parse_budget_sets
+    from scheduler.control import parse_sets
     from scheduler.control import resume as do_resume
 
     if from_checkpoint is not None:
@@ -317,12 +318,17 @@ def resume(
                             ("--spec", spec is not None)) if given])
         return
 
+    try:
+        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
+        variables = {**set_variables, **parse_var_args(var or [])}
+    except DurableError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+
     async def body(store: Store) -> str:
         new_spec = load_spec_file(spec) if spec else None
         outcome = await do_resume(
-            store, session_id, hitl_response=hitl_response,
-            variables=parse_var_args(var or []),
-            budget_sets=parse_budget_sets(parse_var_args(set_ or [])), new_spec=new_spec)
+            store, session_id, hitl_response=hitl_response, variables=variables,
+            budget_sets=budgets, new_spec=new_spec)
         for note in outcome.notes:
             err.print(note, highlight=False)
         return outcome.status
@@ -336,7 +342,7 @@ def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[s
                     other_flags: list[str]) -> None:
     """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
     from scheduler.checkpoints import fork_from_checkpoint
-    from scheduler.control import parse_budget_sets
+    from scheduler.control import parse_sets
 
     if other_flags:
         raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
@@ -344,8 +350,8 @@ def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[s
     if n < 1:
         raise fail(f"--from-checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
     try:
-        variables = parse_var_args(var or [])
-        budgets = parse_budget_sets(parse_var_args(set_ or []))
+        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
+        variables = {**set_variables, **parse_var_args(var or [])}
     except DurableError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
 

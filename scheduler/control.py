@@ -39,6 +39,9 @@ class ResumeOutcome:
 
 @asynccontextmanager
 async def session_lock(store: Store, session_id: str) -> AsyncIterator[Lock]:
+    # An unknown id is refused before the lock writes its fencing counter for it.
+    if not await store.exists(session_id):
+        raise SessionNotFound(session_id)
     key = store.keys.lock(f"session:{session_id}", store.keys.shard(session_id))
     async with locked(store.redis, store.scripts, key, ttl_ms=30_000, wait_s=10) as lock:
         yield lock
@@ -85,7 +88,23 @@ def parse_budget_sets(items: Mapping[str, str]) -> dict[str, int]:
             parsed[name] = int(value)
         except ValueError:
             raise DurableError(f"--set {key}={value}: not a whole number") from None
+        if parsed[name] < 1:
+            raise DurableError(f"--set {key}={value}: a budget must be at least 1")
     return parsed
+
+
+def parse_sets(items: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, int]]:
+    """`--set K=V`: budgets (`budgets.max_steps=50`, or a bare budget name) and, for
+    anything else, input variables (`topic=x`, also `inputs.values.topic=x`)."""
+    budgets: dict[str, str] = {}
+    variables: dict[str, Any] = {}
+    for key, value in items.items():
+        name = key.removeprefix("runtime.").removeprefix("budgets.")
+        if key.startswith(("budgets.", "runtime.budgets.")) or name in BUDGET_NAMES:
+            budgets[key] = value
+        else:
+            variables[key.removeprefix("inputs.values.")] = value
+    return variables, parse_budget_sets(budgets)
 
 
 @metrics.timed_resume

@@ -185,15 +185,15 @@ def load_spec_data(
     return _load(data, text, source, overrides, provider, script)
 
 
-def parse_var_args(items: Sequence[str]) -> dict[str, str]:
+def parse_var_args(items: Sequence[str], flag: str = "--var") -> dict[str, str]:
     """Parse `--var KEY=VALUE` arguments (split at the first '='; later ones win)."""
     variables: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SpecError(CLI_SOURCE, f"--var {item}", "expected KEY=VALUE")
+            raise SpecError(CLI_SOURCE, f"{flag} {item}", "expected KEY=VALUE")
         if not key.strip():
-            raise SpecError(CLI_SOURCE, f"--var {item}", "empty variable name before '='")
+            raise SpecError(CLI_SOURCE, f"{flag} {item}", "empty name before '='")
         variables[key.strip()] = value.strip()
     return variables
 

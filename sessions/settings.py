@@ -6,6 +6,8 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# memory:// is the in-process store of `durable run`; the +sentinel ones go through Sentinel.
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "memory")
 
 
 class DurableSettings(BaseSettings):
@@ -44,6 +46,14 @@ class DurableSettings(BaseSettings):
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() not in REDIS_SCHEMES or (not rest and scheme != "memory"):
+            raise ValueError(f"expected {', '.join(s + '://...' for s in REDIS_SCHEMES)}")
+        return url
 
     @property
     def effective_lease_renew_ms(self) -> int:

@@ -6,6 +6,8 @@ import logging
 import os
 from typing import Any
 
+from arq.connections import RedisSettings
+
 from sessions.redis_url import arq_redis_settings
 from sessions.settings import DEFAULT_REDIS_URL
 
@@ -41,6 +43,15 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
         metrics.stop_worker_metrics(ctx.pop("durable_metrics"))
 
 
+def _arq_redis_settings() -> RedisSettings:
+    try:
+        return arq_redis_settings(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
+    except (RuntimeError, ValueError):
+        # Importing this module must not fail (`durable run` imports it and reports a bad
+        # URL itself); `arq worker` then fails to connect, naming the variable.
+        return RedisSettings(host="invalid-DURABLE_REDIS_URL", conn_retries=0)
+
+
 async def ping(ctx: dict[str, Any]) -> str:
     """arq needs one function; steps travel on our own streams, not arq's queue."""
     return "pong"
@@ -51,6 +62,6 @@ class WorkerSettings:
     on_startup = _startup
     on_shutdown = _shutdown
     # The same URL as the steps' store, Sentinel included (arq's from_dsn knows no Sentinel).
-    redis_settings = arq_redis_settings(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
+    redis_settings = _arq_redis_settings()
     queue_name = os.environ.get("DURABLE_KEY_PREFIX", "durable") + ":arq"
     health_check_interval = 30

@@ -250,3 +250,13 @@ async def test_graph_step_budget_pauses_and_set_lets_it_finish(
     started = Counter(f["step"] for _, f in await store.events(sid)
                       if f["type"] == "step_started")
     assert set(started.values()) == {1} and len(started) == 7
+
+
+async def test_control_of_an_unknown_session_writes_nothing(store: Store) -> None:
+    from sessions.errors import SessionNotFound
+
+    for action in (pause, cancel, resume):
+        with pytest.raises(SessionNotFound):
+            await action(store, "ghost")
+    assert [k async for k in store.redis.scan_iter(f"{store.keys.prefix}*")
+            if "ghost" in (k.decode() if isinstance(k, bytes) else k)] == []

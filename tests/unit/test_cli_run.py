@@ -98,3 +98,24 @@ def test_a_bad_setting_is_a_usage_error_naming_the_variable(tmp_path: Path) -> N
         assert "DURABLE_SHARDS='0'" in result.output and "greater than or equal to 1" \
             in result.output
         assert "Traceback" not in result.output
+    env = {**os.environ, "DURABLE_REDIS_URL": "garbage"}
+    for args in (["status", "some-id"], ["run", str(EXAMPLES / "chain-research.yaml")]):
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 2, result.output
+        assert "DURABLE_REDIS_URL='garbage'" in result.output and "redis://" in result.output
+
+
+def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
+    import pytest
+
+    from scheduler.control import parse_sets
+    from sessions.errors import DurableError
+
+    assert parse_sets({"budgets.max_steps": "50", "max_tokens": "9", "topic": "x",
+                       "inputs.values.tone": "warm"}) == (
+        {"topic": "x", "tone": "warm"}, {"max_steps": 50, "max_tokens": 9})
+    with pytest.raises(DurableError, match="at least 1"):
+        parse_sets({"budgets.max_duration_s": "-5"})
+    result = runner.invoke(app, ["resume", "some-id", "--from-checkpoint", "1",
+                                 "--set", "novalue"])
+    assert result.exit_code == 2 and "--set novalue: expected KEY=VALUE" in result.output

@@ -857,7 +857,7 @@ def test_parse_var_args() -> None:
 
 
 @pytest.mark.parametrize(
-    ("item", "problem"), [("topic", "expected KEY=VALUE"), ("=v", "empty variable name")]
+    ("item", "problem"), [("topic", "expected KEY=VALUE"), ("=v", "empty name")]
 )
 def test_parse_var_args_rejects_malformed(item: str, problem: str) -> None:
     with pytest.raises(SpecError) as info:
