@@ -118,11 +118,24 @@ class SessionSummary(BaseModel):
     token_usage: TokenUsage
 
 
+class WaitingStep(BaseModel):
+    step: str
+    prompt: str
+    context_display: str = Field(description="The step's context_display, rendered.")
+    default: str | None = Field(description="Applied when the timeout passes.")
+    timeout_at_ms: int | None
+
+
 class SessionDetail(SessionSummary):
     """The status document of `durable status --json`."""
 
     variables: dict[str, Any]
     pattern_state: dict[str, Any]
+    final_response: str | None = Field(
+        default=None, description="What the session produced, once completed.")
+    waiting: list[WaitingStep] = Field(
+        default_factory=list, description="Human-in-the-loop steps waiting for an answer "
+        "(POST .../signal gives it).")
 
 
 class SessionPage(BaseModel):

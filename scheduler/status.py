@@ -11,6 +11,8 @@ from scheduler.patterns import PlanContext, planner_for
 from scheduler.spec import Spec
 from sessions.store import SessionRecord, Store
 
+WAITING_FIELDS = ("step", "prompt", "context_display", "default", "timeout_at_ms")
+
 
 @lru_cache(maxsize=256)
 def parse_spec(spec_json: str) -> Spec:
@@ -52,4 +54,7 @@ async def session_status(store: Store, session_id: str) -> dict[str, Any]:
     doc["pattern_state"] = await pattern_state_view(store, record)
     # What the session produced, once completed (see scheduler/advance.py).
     doc["final_response"] = record.state.get("final_response")
+    # What a paused session waits for: the human's prompt and rendered context.
+    doc["waiting"] = [{k: w.get(k) for k in WAITING_FIELDS}
+                      for w in json.loads(record.raw.get("waiting") or "[]")]
     return doc

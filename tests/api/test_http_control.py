@@ -97,6 +97,10 @@ async def test_signal_answers_a_hitl_step(client: httpx.AsyncClient,
     sid = await submit(client, HITL)
     doc = await wait_status(client, sid, "paused")
     assert doc["paused_reason"].startswith("waiting for human input at step:1")
+    # What the human is asked, with the step's rendered context.
+    [waiting] = doc["waiting"]
+    assert (waiting["step"], waiting["prompt"]) == ("step:1", "Approve the draft?")
+    assert waiting["context_display"] == "Draft: a: draft it"
     # Resume without the answer is refused, the session keeps waiting.
     err = error_of(await client.post(f"/v1/sessions/{sid}/resume"), 409)
     assert "human input" in err["message"]
@@ -105,6 +109,7 @@ async def test_signal_answers_a_hitl_step(client: httpx.AsyncClient,
     r = await client.post(f"/v1/sessions/{sid}/signal", json={"response": "ship it"})
     assert r.status_code == 200, r.text
     doc = await wait_status(client, sid, "completed")
+    assert doc["waiting"] == [] and doc["final_response"] == "a: final after ship it"
     history = doc["pattern_state"]["step_history"]
     assert history[1]["response"] == "ship it"
     assert history[2]["response"] == "a: final after ship it"

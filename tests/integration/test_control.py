@@ -70,8 +70,9 @@ async def test_hitl_pauses_then_resumes_with_the_answer(store: Store,
     await wait_for(lambda: status_is(store, sid, SessionStatus.PAUSED), what="HITL pause")
     doc = await session_status(store, sid)
     assert doc["paused_reason"].startswith("waiting for human input at step:1")
-    record = await store.get_session(sid)
-    assert "Draft: a: draft it" in record.raw["waiting"]
+    assert doc["waiting"] == [{"step": "step:1", "prompt": "Approve the draft?",
+                               "context_display": "Draft: a: draft it",
+                               "default": "approved by default", "timeout_at_ms": None}]
     with pytest.raises(DurableError, match="--hitl-response"):
         await resume(store, sid)
     await resume(store, sid, hitl_response="ship it")
