@@ -570,7 +570,8 @@ def sessions_cleanup(
 @app.command("api")
 def api_serve(
     host: Annotated[str | None, typer.Option(help="Default DURABLE_API_HOST.")] = None,
-    port: Annotated[int | None, typer.Option(help="Default DURABLE_API_PORT.")] = None,
+    port: Annotated[int | None, typer.Option(help="Default DURABLE_API_PORT.",
+                                             min=1, max=65535)] = None,
 ) -> None:
     """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
     import uvicorn
