@@ -1,4 +1,5 @@
-"""A private, throw-away redis-server for one benchmark run (never the shared :6379)."""
+"""A private, throw-away redis-server (never the shared :6379), for benchmark runs and
+for the tests (tests/helpers.py re-exports it: `bench` is an installed package)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -35,14 +38,18 @@ class PrivateRedis:
             self.process.wait(timeout=10)
 
 
-def start_redis() -> PrivateRedis:
+def start_redis(extra: list[str] | None = None, workdir: Path | None = None) -> PrivateRedis:
+    """A redis-server on a free port, answering PING; RuntimeError if it cannot start."""
     binary = shutil.which("redis-server")
     if binary is None:
-        raise SystemExit("bench: redis-server is not installed (apt-get install -y redis-server)")
+        raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
     port = free_port()
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Its own directory always: nothing it might write (a replica's sync) lands in the repo.
+    cmd += ["--dir", str(workdir or tempfile.mkdtemp(prefix="durable-redis-"))]
+    process = subprocess.Popen(cmd + (extra or []), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
     server = PrivateRedis(port, process)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -54,4 +61,4 @@ def start_redis() -> PrivateRedis:
         except OSError:
             time.sleep(0.02)
     server.stop()
-    raise SystemExit(f"bench: redis-server did not start on port {port}")
+    raise RuntimeError(f"redis-server did not start on port {port}")

@@ -89,7 +89,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     counts = [int(x) for x in args.workers.split(",") if x.strip()]
     polls = [float(x) for x in args.arq_poll_delay.split(",") if x.strip()]
-    server = start_redis()
+    try:
+        server = start_redis()
+    except RuntimeError as exc:
+        raise SystemExit(f"bench: {exc}") from None
     logdir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
     ours: list[ThroughputResult] = []
     scripted: list[ThroughputResult] = []
