@@ -16,8 +16,8 @@ from scheduler.loader import LoadedSpec
 from sessions.connect import MEMORY_URL, open_store
 from sessions.models import StepResult
 from sessions.settings import DurableSettings
-from worker.consumer import StepConsumer
-from worker.embedded import RunOutcome, follow
+from sessions.store import Store
+from worker.embedded import RunOutcome, run_here
 
 
 def persistent(settings: DurableSettings) -> bool:
@@ -41,25 +41,19 @@ async def resume_embedded(settings: DurableSettings, session_id: str,
                           on_notes: Callable[[list[str]], None] | None = None) -> RunOutcome:
     """Resume `session_id` and run it here to its end. `on_step(result, before)` sees every
     committed step, `before` telling the ones committed before this resume."""
-    store = open_store(settings)
-    consumer = StepConsumer(settings, store)
-    await consumer.start()
-    try:
+    seen = committed_before = 0
+
+    def report(result: StepResult) -> None:
+        nonlocal seen
+        seen += 1
+        on_step(result, seen <= committed_before)
+
+    async def begin(store: Store) -> str:
+        nonlocal committed_before
         committed_before = (await store.get_session(session_id)).steps_committed
         outcome = await resume(store, session_id, variables=variables or None)
         if on_notes:
             on_notes(outcome.notes)
-        seen = 0
+        return session_id
 
-        def report(result: StepResult) -> None:
-            nonlocal seen
-            seen += 1
-            on_step(result, seen <= committed_before)
-
-        record = await follow(store, session_id, report)
-        results = await store.results(session_id)
-        return RunOutcome(session_id, record, results[-1].response if results else "",
-                          await store.artifacts(session_id))
-    finally:
-        await consumer.stop(grace_s=0)
-        await store.redis.aclose()
+    return await run_here(settings, begin, report)

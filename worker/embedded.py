@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from scheduler.advance import FINAL_RESPONSE
@@ -58,22 +58,31 @@ def final_response(record: SessionRecord, results: list[StepResult]) -> str:
     return results[-1].response if results else ""
 
 
-async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],
-                       on_start: Callable[[str], None] | None = None,
-                       settings: DurableSettings | None = None) -> RunOutcome:
-    settings = settings or embedded_settings()
+async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable[str]],
+                   on_step: Callable[[StepResult], None]) -> RunOutcome:
+    """With an in-process worker, `begin` a session (start or resume it; it returns the
+    id) and follow it to its end."""
     store = open_store(settings)
     consumer = StepConsumer(settings, store)
     await consumer.start()
     try:
-        session_id, _ = await start_session(store, loaded)
-        if on_start:
-            on_start(session_id)
+        session_id = await begin(store)
         record = await follow(store, session_id, on_step)
         results = await store.results(session_id)
-        return RunOutcome(session_id, record,
-                          final_response(record, results),
+        return RunOutcome(session_id, record, final_response(record, results),
                           await store.artifacts(session_id))
     finally:
         await consumer.stop(grace_s=0)
         await store.redis.aclose()
+
+
+async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],
+                       on_start: Callable[[str], None] | None = None,
+                       settings: DurableSettings | None = None) -> RunOutcome:
+    async def begin(store: Store) -> str:
+        session_id, _ = await start_session(store, loaded)
+        if on_start:
+            on_start(session_id)
+        return session_id
+
+    return await run_here(settings or embedded_settings(), begin, on_step)
