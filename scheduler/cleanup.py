@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from scheduler.control import session_lock
+from scheduler.deletion import delete_locked
 from sessions.errors import DurableError, SessionNotFound
 from sessions.locks import locked
 from sessions.models import SessionStatus, now_ms
@@ -56,21 +57,16 @@ async def cleanup_sessions(store: Store, *, max_age_days: float, keep_completed:
     # One cleanup at a time; each session is also locked against a concurrent resume.
     async with locked(store.redis, store.scripts, store.keys.lock("cleanup"), wait_s=10):
         for _, sid in found:
-            async with session_lock(store, sid):
-                try:
+            try:
+                async with session_lock(store, sid):
                     record = await store.get_session(sid)
-                except SessionNotFound:
-                    continue  # deleted by someone else meanwhile
-                shard = store.keys.shard(sid)
-                score = await store.redis.zscore(store.keys.index_status(shard, record.status),
-                                                 sid)
-                if record.status not in statuses or score is None or score > cutoff:
-                    continue  # resumed (or touched) since it was listed
-                try:
-                    await store.delete_session(sid)
-                except SessionNotFound:
-                    continue
-                # The lock's fencing counter would outlive the session: it goes too.
-                await store.redis.delete(store.keys.lock_fence(f"session:{sid}", shard))
-                deleted.append(sid)
+                    shard = store.keys.shard(sid)
+                    score = await store.redis.zscore(
+                        store.keys.index_status(shard, record.status), sid)
+                    if record.status not in statuses or score is None or score > cutoff:
+                        continue  # resumed (or touched) since it was listed
+                    await delete_locked(store, sid)
+            except SessionNotFound:
+                continue  # deleted by someone else meanwhile
+            deleted.append(sid)
     return deleted

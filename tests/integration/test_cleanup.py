@@ -104,3 +104,23 @@ async def test_bad_ages_are_refused(store: Store) -> None:
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(DurableError, match=r"--max-age-days .*must be a number of days"):
             await cleanup_sessions(store, max_age_days=bad)
+
+
+async def test_a_session_deleted_after_it_was_listed_is_skipped(
+        store: Store, consumer: StepConsumer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scheduler import cleanup
+
+    gone = await start(store, spec("gone", "boom"))
+    kept = await start(store, spec("kept", "boom"))
+    for sid in (gone, kept):
+        await wait_for(lambda s=sid: is_(store, s, SessionStatus.FAILED), what="failure")
+    listed = await cleanup._candidates(store, cleanup.statuses_to_clean(False),
+                                       now_ms() + 2 * DAY_MS)
+    await store.delete_session(gone)  # by someone else, after the listing
+
+    async def stale_listing(*_: object) -> list[tuple[float, str]]:
+        return listed
+
+    monkeypatch.setattr(cleanup, "_candidates", stale_listing)
+    deleted = await cleanup_sessions(store, max_age_days=1, now=now_ms() + 2 * DAY_MS)
+    assert deleted == [kept]
