@@ -42,7 +42,7 @@ from redis import Redis as SyncRedis
 
 from sessions.keys import CONSUMER_GROUP, Keys
 from sessions.models import SessionStatus, StepResult
-from sessions.store import CommitOutcome, CommitRequest, Store, dumps
+from sessions.store import CommitOutcome, CommitRequest, Store
 
 log = logging.getLogger("durable.metrics")
 
@@ -134,23 +134,13 @@ def agent_label(agent: str) -> str:
 
 
 # -- observation points (one call per site in the worker and scheduler) --------------
-def checkpoint_bytes(req: CommitRequest) -> int:
-    """What the commit writes, serialised as the store does (`dumps(vars(x))` is
-    `x.to_json()` without asdict's deep copy: a few microseconds a step)."""
-    size = len(dumps(vars(req.result))) + 2 * len(dumps(req.state))  # + checkpoint copy
-    size += sum(len(dumps(m)) for m in req.new_messages)
-    size += sum(len(dumps(vars(j))) for j in req.next_jobs)
-    size += sum(len(k) + len(v) for k, v in req.artifacts.items())
-    return size
-
-
 async def timed_commit(store: Store, req: CommitRequest) -> CommitOutcome:
     """`store.commit(req)`, timed; a checkpoint that was written is also measured."""
     started = time.perf_counter()
     outcome = await store.commit(req)
     COMMIT_SECONDS.observe(time.perf_counter() - started)
     if outcome.verdict == "ok":
-        CHECKPOINT_BYTES.observe(checkpoint_bytes(req))
+        CHECKPOINT_BYTES.observe(outcome.bytes_written)
     return outcome
 
 

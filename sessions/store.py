@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -138,6 +138,15 @@ class CommitOutcome:
     verdict: Literal["ok", "stale", "gone", "duplicate", "conflict"]
     version: int = 0
     status: str = ""
+    bytes_written: int = 0  # the checkpoint's size, when written (see commit_bytes)
+
+
+def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],
+                 jobs: Sequence[str], artifacts: Mapping[str, str]) -> int:
+    """What a commit writes: the result, the state (twice: meta and the checkpoint),
+    the new conversation turns, the next jobs and the artifacts."""
+    return (len(result_json) + 2 * len(state_json) + sum(map(len, messages))
+            + sum(map(len, jobs)) + sum(len(k) + len(v) for k, v in artifacts.items()))
 
 
 class Store:
@@ -241,23 +250,26 @@ class Store:
         checkpoint = dumps({"step": job.key, "attempt": job.attempt, "at": req.now_iso,
                             "status": req.status.value, "state": req.state,
                             "type": "step", "clean": True, "lane": lane})
+        result_json, state_json = req.result.to_json(), dumps(req.state)
+        messages = [dumps(m) for m in req.new_messages]
+        jobs = [j.to_json() for j in req.next_jobs]
         res = await self.scripts.commit(
             keys=[k.meta(sid), k.results(sid), k.order(sid), k.events(sid), k.stream(shard),
                   k.conversation(sid, lane), k.conversations(sid), k.artifacts(sid),
                   k.checkpoints(sid), k.held(sid), k.timers(shard), *self._index_keys(shard)],
             args=[sid, job.key, req.entry_id, CONSUMER_GROUP, req.consumer,
-                  req.expected_version, req.result.to_json(), dumps(req.state),
+                  req.expected_version, result_json, state_json,
                   req.status.value, req.reason, req.result.input_tokens,
                   req.result.output_tokens, job.agent, req.now_iso, req.now_ms, mode,
-                  dumps([dumps(m) for m in req.new_messages]), lane,
-                  dumps([j.to_json() for j in req.next_jobs]), dumps(req.artifacts),
+                  dumps(messages), lane, dumps(jobs), dumps(req.artifacts),
                   dumps([e.to_fields() for e in req.events]), checkpoint,
                   dumps(list(req.waiting)),
                   dumps([[due, j.to_json()] for due, j in req.timers])],
         )
         verdict = _decode(res[0])
         if verdict == "ok":
-            return CommitOutcome("ok", int(_decode(res[1])), _decode(res[2]))
+            written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
+            return CommitOutcome("ok", int(_decode(res[1])), _decode(res[2]), written)
         if verdict == "conflict":
             return CommitOutcome("conflict", int(_decode(res[1]) or 0))
         return CommitOutcome(verdict)  # type: ignore[arg-type]

@@ -338,16 +338,14 @@ def test_agent_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_checkpoint_bytes_counts_what_the_commit_writes() -> None:
     from sessions.models import StepResult
-    from sessions.store import CommitRequest
+    from sessions.store import commit_bytes
 
     job = StepJob(session_id="s", key="step:0", agent="a", input="x")
-    small = CommitRequest(job=job, entry_id="1-0", consumer="c", expected_version=1,
-                          result=StepResult(key="step:0", agent="a", response="r"),
-                          state={}, status=SessionStatus.RUNNING)
-    big = CommitRequest(job=job, entry_id="1-0", consumer="c", expected_version=1,
-                        result=StepResult(key="step:0", agent="a", response="r" * 1000),
-                        state={"k": "v" * 500}, status=SessionStatus.RUNNING,
-                        next_jobs=[job], artifacts={"out.md": "z" * 300})
-    grown = metrics.checkpoint_bytes(big) - metrics.checkpoint_bytes(small)
+    small = commit_bytes(StepResult(key="step:0", agent="a", response="r").to_json(),
+                         json.dumps({}), [], [], {})
+    big = commit_bytes(StepResult(key="step:0", agent="a", response="r" * 1000).to_json(),
+                       json.dumps({"k": "v" * 500}), [], [job.to_json()],
+                       {"out.md": "z" * 300})
+    grown = big - small
     assert grown >= 999 + 2 * 500 + len(job.to_json()) + 300
 
