@@ -44,6 +44,13 @@ ScriptOpt = Annotated[Path | None, typer.Option(help="Rules for the scripted pro
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def exit_code(status: SessionStatus) -> int:
+    """Of a session no longer running: 0 completed, 3 paused, 1 failed or cancelled."""
+    if status == SessionStatus.COMPLETED:
+        return EXIT_OK
+    return EXIT_PAUSED if status == SessionStatus.PAUSED else EXIT_FAILED
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
@@ -171,7 +178,7 @@ def run(
         if record.status != SessionStatus.COMPLETED:
             err.print(f"[red]{record.status.value}:[/red] "
                       f"{record.error or record.paused_reason or ''}", highlight=False)
-            return EXIT_PAUSED if record.status == SessionStatus.PAUSED else EXIT_FAILED
+            return exit_code(record.status)
         if out_dir is not None:
             for path in write_artifacts(outcome.artifacts, out_dir):
                 out.print(f"wrote {path}", highlight=False)
@@ -308,7 +315,6 @@ def resume(
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating."""
-    from scheduler.control import parse_sets
     from scheduler.control import resume as do_resume
 
     if from_checkpoint is not None:
@@ -318,11 +324,7 @@ def resume(
                             ("--spec", spec is not None)) if given])
         return
 
-    try:
-        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
-        variables = {**set_variables, **parse_var_args(var or [])}
-    except DurableError as exc:
-        raise fail(str(exc), EXIT_USAGE) from None
+    variables, budgets = resume_inputs(var, set_)
 
     async def body(store: Store) -> str:
         new_spec = load_spec_file(spec) if spec else None
@@ -337,23 +339,31 @@ def resume(
     out.print(f"{session_id} {new}", highlight=False)
 
 
+def resume_inputs(var: list[str] | None, set_: list[str] | None
+                  ) -> tuple[dict[str, Any], dict[str, int]]:
+    """Variables (`--var`, and `--set` of a non-budget) and budgets (`--set`) of a
+    resume or fork; a malformed one is a usage error."""
+    from scheduler.control import parse_sets
+
+    try:
+        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
+        return {**set_variables, **parse_var_args(var or [])}, budgets
+    except DurableError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+
+
 # -- operator: requeue, checkpoints, watch, fleet -------------------------------------
 def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
                     other_flags: list[str]) -> None:
     """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
     from scheduler.checkpoints import fork_from_checkpoint
-    from scheduler.control import parse_sets
 
     if other_flags:
         raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
                    f"{' or '.join(other_flags)}", EXIT_USAGE)
     if n < 1:
         raise fail(f"--from-checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
-    try:
-        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
-        variables = {**set_variables, **parse_var_args(var or [])}
-    except DurableError as exc:
-        raise fail(str(exc), EXIT_USAGE) from None
+    variables, budgets = resume_inputs(var, set_)
 
     new = run_async(with_store(lambda store: fork_from_checkpoint(
         store, session_id, n, variables=variables, budget_sets=budgets)))
@@ -445,9 +455,7 @@ def watch(
     if timed_out:
         err.print(f"timed out after {timeout}s; session is {record.status.value}")
         raise typer.Exit(EXIT_TIMEOUT)
-    if record.status == SessionStatus.COMPLETED:
-        raise typer.Exit(EXIT_OK)
-    raise typer.Exit(EXIT_PAUSED if record.status == SessionStatus.PAUSED else EXIT_FAILED)
+    raise typer.Exit(exit_code(record.status))
 
 
 @app.command()
