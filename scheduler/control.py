@@ -4,7 +4,6 @@ never interleave, and ends in one atomic script."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -15,7 +14,7 @@ from typing import Any
 from scheduler.advance import Snapshot, plan_commit
 from scheduler.budgets import BUDGET_NAMES, Spend, exceeded, limits
 from scheduler.loader import LoadedSpec
-from scheduler.start import spec_json
+from scheduler.start import spec_digest, spec_json
 from scheduler.status import parse_spec
 from sessions import metrics
 from sessions.errors import DurableError, InvalidTransition, SessionNotFound
@@ -178,7 +177,7 @@ def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None
         if new_spec.spec_hash != record.spec_hash:
             text = spec_json(new_spec)
             sets.update(spec_json=text, spec_text=new_spec.text, spec_hash=new_spec.spec_hash,
-                        spec_digest=hashlib.sha256(text.encode()).hexdigest()[:32])
+                        spec_digest=spec_digest(text))
             notes.append(f"spec changed ({record.spec_hash[:12]} -> "
                          f"{new_spec.spec_hash[:12]}); continuing with the new one")
     return sets, notes

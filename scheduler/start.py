@@ -20,6 +20,11 @@ def spec_json(loaded: LoadedSpec) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+def spec_digest(text: str) -> str:
+    """Workers cache parsed specs under this digest of the spec snapshot's JSON."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSession:
     """Pure: the session record and first jobs for `loaded` (render errors raise)."""
     pattern = loaded.spec.pattern.type
@@ -46,7 +51,7 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
         spec_hash=loaded.spec_hash,
         spec_text=loaded.text,
         spec_json=text,
-        spec_digest=hashlib.sha256(text.encode()).hexdigest()[:32],
+        spec_digest=spec_digest(text),
         source=loaded.source,
         variables=dict(loaded.variables),
         state=decision.state,

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
+from scheduler.advance import FINAL_RESPONSE
 from scheduler.patterns import PlanContext, planner_for
 from scheduler.spec import Spec
 from sessions.store import SessionRecord, Store
@@ -53,7 +54,7 @@ async def session_status(store: Store, session_id: str) -> dict[str, Any]:
     doc["variables"] = record.variables
     doc["pattern_state"] = await pattern_state_view(store, record)
     # What the session produced, once completed (see scheduler/advance.py).
-    doc["final_response"] = record.state.get("final_response")
+    doc["final_response"] = record.state.get(FINAL_RESPONSE)
     # What a paused session waits for: the human's prompt and rendered context.
     doc["waiting"] = [{k: w.get(k) for k in WAITING_FIELDS}
                       for w in json.loads(record.raw.get("waiting") or "[]")]

@@ -85,11 +85,11 @@ def hitl_job(ctx: PlanContext, *, key: str, step: HitlStep, context: Mapping[str
     """A human-in-the-loop step. The worker never runs it: scheduling one pauses the
     session until a response (or, after `timeout_seconds`, the default) is committed
     as this step's result, with agent "hitl"."""
+    prompt = render(step.prompt, context, f"{where}.prompt")
     return StepJob(
-        session_id=ctx.session_id, key=key, agent=HITL_AGENT, kind="hitl",
-        input=render(step.prompt, context, f"{where}.prompt"),
+        session_id=ctx.session_id, key=key, agent=HITL_AGENT, kind="hitl", input=prompt,
         meta={**(meta or {}),
-              "prompt": render(step.prompt, context, f"{where}.prompt"),
+              "prompt": prompt,
               "context_display": render(step.context_display or "", context,
                                         f"{where}.context_display"),
               "default": step.default, "timeout_seconds": step.timeout_seconds or 0},
