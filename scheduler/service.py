@@ -30,15 +30,15 @@ import socket
 import time
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from scheduler.watchdog import DurationGuard, StuckWatch
 from sessions import metrics
 from sessions.connect import open_store
 from sessions.errors import ConfigError, LockLost
-from sessions.keys import CONSUMER_GROUP
+from sessions.fleet import group_consumers
 from sessions.locks import Lock
+from sessions.logs import configure_logging
 from sessions.models import now_ms
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -130,20 +130,14 @@ class SchedulerService:
         if gone:
             await self.store.redis.hdel(self.store.keys.workers(), *gone)
         # Crashed workers' consumers, once others re-claimed their entries.
-        for name in await self._group_consumers():
-            if name not in beats:
-                await self.store.retire_consumer(name, FORGET_WORKERS_AFTER_S * 1000)
+        idle_ms = FORGET_WORKERS_AFTER_S * 1000
+        for shard in range(self.store.keys.shards):
+            for name, (pending, idle) in (await group_consumers(self.store, shard)).items():
+                if name not in beats and pending == 0 and idle >= idle_ms:
+                    # The script checks again, atomically, before it drops the consumer.
+                    await self.store.retire_consumer(name, idle_ms, shards=(shard,))
         return len(gone)
 
-    async def _group_consumers(self) -> set[str]:
-        names: set[str] = set()
-        for shard in range(self.store.keys.shards):
-            with contextlib.suppress(ResponseError):  # no stream or group yet
-                for info in await self.store.redis.xinfo_consumers(
-                        self.store.keys.stream(shard), CONSUMER_GROUP):
-                    name = info["name"]
-                    names.add(name.decode() if isinstance(name, bytes) else str(name))
-        return names
 
     async def tick(self) -> None:
         """One round of the leader's duties; the slower checks run every check_s."""
@@ -198,18 +192,9 @@ def _last_seen_ms(raw: str | bytes) -> int:
         return 0
 
 
-def _configure_logging() -> None:
-    root = logging.getLogger("durable")
-    if not root.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(os.environ.get("DURABLE_LOG_LEVEL", "INFO"))
-
-
 async def run_scheduler(settings: DurableSettings, metrics_port: int | None = None) -> None:
     """`durable scheduler`: serve metrics, lead or stand by until SIGTERM/SIGINT."""
-    _configure_logging()
+    configure_logging()
     port = settings.metrics_port if metrics_port is None else metrics_port
     store = open_store(settings)
     service = SchedulerService(settings, store)

@@ -112,7 +112,8 @@ def lag_of(group: Mapping[str, Any] | None, length: int, pending: int) -> int:
 
 
 # -- I/O ----------------------------------------------------------------------------
-async def _consumers(store: Store, shard: int) -> dict[str, tuple[int, int]]:
+async def group_consumers(store: Store, shard: int) -> dict[str, tuple[int, int]]:
+    """{consumer name: (pending entries, idle ms)} of a shard's group."""
     try:
         rows = await store.redis.xinfo_consumers(store.keys.stream(shard), CONSUMER_GROUP)
     except ResponseError:  # no stream or group yet: nobody holds anything
@@ -125,7 +126,7 @@ async def list_workers(store: Store, *, alive_within_s: float = ALIVE_WITHIN_S
     """Every worker that sent a heartbeat (alive or not) and every consumer holding
     entries without one (a worker that died before its first beat)."""
     beats = await store.redis.hgetall(store.keys.workers())
-    pending = [await _consumers(store, shard) for shard in range(store.keys.shards)]
+    pending = [await group_consumers(store, shard) for shard in range(store.keys.shards)]
     return worker_infos({_s(k): _s(v) for k, v in beats.items()}, pending, now_ms(),
                         alive_within_s)
 

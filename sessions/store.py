@@ -323,11 +323,13 @@ class Store:
                                          args=[CONSUMER_GROUP, consumer, idle_ms, *entry_ids])
         return int(res)
 
-    async def retire_consumer(self, consumer: str, min_idle_ms: int = 0) -> int:
-        """Drop `consumer` from every shard's group where it holds nothing pending (and
-        has been idle `min_idle_ms`), so `durable workers` lists no long-gone workers."""
+    async def retire_consumer(self, consumer: str, min_idle_ms: int = 0,
+                              shards: Sequence[int] | None = None) -> int:
+        """Drop `consumer` from each shard's group (every shard by default) where it holds
+        nothing pending and has been idle `min_idle_ms`, so `durable workers` lists no
+        long-gone workers."""
         retired = 0
-        for shard in range(self.keys.shards):
+        for shard in range(self.keys.shards) if shards is None else shards:
             retired += int(await self.scripts.retire_consumer(
                 keys=[self.keys.stream(shard)], args=[CONSUMER_GROUP, consumer, min_idle_ms]))
         return retired

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
@@ -14,14 +13,11 @@ from sessions.settings import DEFAULT_REDIS_URL
 
 async def _startup(ctx: dict[str, Any]) -> None:
     from sessions.connect import open_store
+    from sessions.logs import configure_logging
     from sessions.settings import DurableSettings
     from worker.consumer import StepConsumer
 
-    if not logging.getLogger("durable").handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logging.getLogger("durable").addHandler(handler)
-        logging.getLogger("durable").setLevel(os.environ.get("DURABLE_LOG_LEVEL", "INFO"))
+    configure_logging()
     settings = DurableSettings()
     consumer = StepConsumer(settings, open_store(settings))
     await consumer.start()
