@@ -90,6 +90,14 @@ def waiting_entry(job: StepJob, at_ms: int) -> dict[str, Any]:
             "job": job.to_json()}
 
 
+WAITING_FOR_HUMAN = "waiting for human input"
+
+
+def waiting_reason(waiting: Sequence[Mapping[str, Any]]) -> str:
+    """The paused_reason of a session that waits for a human (resume tells it by this)."""
+    return f"{WAITING_FOR_HUMAN} at {waiting[0]['step']}: {waiting[0]['prompt']}"
+
+
 def timeout_job(job: StepJob) -> StepJob:
     """Travels through the timer set; applies the step's default if still unanswered."""
     return StepJob(session_id=job.session_id, key=job.key, agent=job.agent, input="",
@@ -111,7 +119,7 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
               for w in waiting if w["step"] in {j.key for j in human} and w["timeout_at_ms"]]
     if status == SessionStatus.RUNNING and waiting and not runnable:
         status = SessionStatus.PAUSED
-        reason = f"waiting for human input at {waiting[0]['step']}: {waiting[0]['prompt']}"
+        reason = waiting_reason(waiting)
     if status == SessionStatus.RUNNING:
         f = snapshot.fields
         spend = Spend(

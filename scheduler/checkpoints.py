@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.advance import timeout_job, waiting_entry
+from scheduler.advance import timeout_job, waiting_entry, waiting_reason
 from scheduler.budgets import Spend, exceeded, limits
 from scheduler.control import session_lock
 from scheduler.patterns import PlanContext, planner_for
@@ -165,8 +165,7 @@ def fork_record(original: SessionRecord, *, n: int, raws: Sequence[Mapping[str, 
     paused_reason = ""
     if waiting and not plan.runnable:
         status = SessionStatus.PAUSED
-        paused_reason = (f"waiting for human input at {waiting[0]['step']}: "
-                         f"{waiting[0]['prompt']}")
+        paused_reason = waiting_reason(waiting)
     fields: dict[str, Any] = {name: original.raw.get(name, "") for name in SPEC_FIELDS}
     fields.update({
         "variables": json.dumps(dict(variables)), "state": json.dumps(plan.state),

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.advance import Snapshot, plan_commit
+from scheduler.advance import WAITING_FOR_HUMAN, Snapshot, plan_commit
 from scheduler.budgets import BUDGET_NAMES, Spend, exceeded, limits
 from scheduler.loader import LoadedSpec
 from scheduler.start import spec_digest, spec_json
@@ -127,7 +127,7 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
             status = await _answer(store, session_id, spec, waiting[0], hitl_response)
             return ResumeOutcome(status, notes)
         if waiting and record.status == SessionStatus.PAUSED and \
-                (record.paused_reason or "").startswith("waiting for human input"):
+                (record.paused_reason or "").startswith(WAITING_FOR_HUMAN):
             raise DurableError(f"session {session_id} waits for human input at "
                                f"{waiting[0]['step']}: {waiting[0]['prompt']!r}; answer it "
                                f"with `durable resume {session_id} --hitl-response TEXT`")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from scheduler.advance import timeout_job, waiting_entry
+from scheduler.advance import timeout_job, waiting_entry, waiting_reason
 from scheduler.loader import LoadedSpec
 from scheduler.patterns import PlanContext, planner_for
 from sessions.errors import SpecError
@@ -43,8 +43,7 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
     paused_reason = ""
     if waiting and not runnable and status == SessionStatus.RUNNING:
         status = SessionStatus.PAUSED
-        paused_reason = f"waiting for human input at {waiting[0]['step']}: " \
-                        f"{waiting[0]['prompt']}"
+        paused_reason = waiting_reason(waiting)
     return NewSession(
         workflow_name=loaded.spec.name,
         pattern_type=pattern,
