@@ -81,12 +81,19 @@ def _step_context(ctx: PlanContext, history: list[dict[str, Any]], step: Step
     return context
 
 
-def _branches(config: ParallelConfig, done: Mapping[str, StepResult]
-              ) -> dict[str, dict[str, Any]]:
+Histories = dict[str, list[dict[str, Any]]]
+
+
+def _histories(config: ParallelConfig, done: Mapping[str, StepResult]) -> Histories:
+    """Every branch's committed steps, built once per decision."""
+    return {branch.id: _history(branch, done) for branch in config.branches}
+
+
+def _branches(config: ParallelConfig, histories: Histories) -> dict[str, dict[str, Any]]:
     """Finished branches as reduce and the artifacts see them (spec order)."""
     out: dict[str, dict[str, Any]] = {}
     for branch in config.branches:
-        history = _history(branch, done)
+        history = histories[branch.id]
         if len(history) == len(branch.steps):
             out[branch.id] = {"response": history[-1]["response"], "status": "success",
                               "tokens_estimated": sum(r["tokens"] for r in history),
@@ -108,8 +115,8 @@ def _branch_job(ctx: PlanContext, position: int, branch: Branch, index: int,
                      meta=meta)
 
 
-def _reduce_job(ctx: PlanContext, step: Step, done: Mapping[str, StepResult]) -> StepJob:
-    context = {**ctx.variables, "branches": _branches(_config(ctx), done)}
+def _reduce_job(ctx: PlanContext, step: Step, histories: Histories) -> StepJob:
+    context = {**ctx.variables, "branches": _branches(_config(ctx), histories)}
     where = "pattern.config.reduce"
     if isinstance(step, HitlStep):
         return hitl_job(ctx, key=REDUCE_KEY, step=step, context=context, where=where,
@@ -134,12 +141,11 @@ def _is_hitl(config: ParallelConfig, key: str) -> bool:
     return False
 
 
-def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[str]
-          ) -> tuple[list[str], list[StepJob]]:
+def _plan(ctx: PlanContext, done: Mapping[str, StepResult], histories: Histories,
+          in_flight: Sequence[str]) -> tuple[list[str], list[StepJob]]:
     config = _config(ctx)
     running = [key for key in in_flight if key not in done]
     hitl_busy = any(_is_hitl(config, key) for key in running)
-    histories = {b.id: _history(b, done) for b in config.branches}
     running_branches = {parsed[0] for parsed in map(parse_key, running) if parsed}
     started = {b.id for b in config.branches if histories[b.id] or b.id in running_branches}
     active = {b.id for b in config.branches
@@ -162,7 +168,7 @@ def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[
     all_done = all(len(histories[b.id]) == len(b.steps) for b in config.branches)
     if (all_done and config.reduce is not None and REDUCE_KEY not in done
             and REDUCE_KEY not in running):
-        chosen.append(_reduce_job(ctx, config.reduce, done))
+        chosen.append(_reduce_job(ctx, config.reduce, histories))
     return running + [job.key for job in chosen], chosen
 
 
@@ -186,8 +192,9 @@ class ParallelPlanner:
 
     def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
         config = _config(ctx)
-        in_flight, jobs = _plan(ctx, done, list(ctx.state.get("in_flight", [])))
-        branches = _branches(config, done)
+        histories = _histories(config, done)
+        in_flight, jobs = _plan(ctx, done, histories, list(ctx.state.get("in_flight", [])))
+        branches = _branches(config, histories)
         state: dict[str, Any] = {
             "in_flight": in_flight,
             "completed_branches": list(branches),
@@ -204,16 +211,17 @@ class ParallelPlanner:
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         config = _config(ctx)
         done = with_result(ctx, None)
+        histories = _histories(config, done)
         outputs: dict[str, dict[str, Any]] = {}
         for branch in config.branches:
-            history = _history(branch, done)
+            history = histories[branch.id]
             if history:
                 outputs[branch.id] = {"response": history[-1]["response"],
                                       "tokens": sum(r["tokens"] for r in history),
                                       "steps": history}
         reduce = done.get(REDUCE_KEY)
         return {
-            "completed_branches": list(_branches(config, done)),
+            "completed_branches": list(_branches(config, histories)),
             "failed_branches": _failed_branches(config, ctx.failed_steps),
             "branch_outputs": outputs,
             "reduce_completed": reduce is not None,
