@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -117,10 +118,12 @@ def _templates(task: Task, agents: Mapping[str, AgentSpec]) -> list[str]:
     return [task.input or "", agent.prompt if agent else ""]
 
 
-def effective_deps(tasks: Sequence[Task], agents: Mapping[str, AgentSpec]
+def effective_deps(tasks: Sequence[Task], agents: Mapping[str, AgentSpec],
+                   task_layers: Sequence[Sequence[str]] | None = None
                    ) -> dict[str, frozenset[str]]:
     """Each task's declared deps plus the earlier-layer tasks its templates read."""
-    layer_of = {task_id: i for i, layer in enumerate(layers(tasks)) for task_id in layer}
+    task_layers = layers(tasks) if task_layers is None else task_layers
+    layer_of = {task_id: i for i, layer in enumerate(task_layers) for task_id in layer}
     deps: dict[str, frozenset[str]] = {}
     for task in tasks:
         earlier = {t for t, layer in layer_of.items() if layer < layer_of[task.id]}
@@ -188,15 +191,32 @@ def _job(ctx: PlanContext, index: int, task: Task, by_id: Mapping[str, Task],
                      meta=meta)
 
 
-def _plan(ctx: PlanContext, done: Mapping[str, StepResult], in_flight: Sequence[str]
-          ) -> tuple[list[str], list[StepJob]]:
+@dataclass(frozen=True)
+class TaskGraph:
+    """What the spec's tasks say, worked out once per decision."""
+
+    by_id: dict[str, Task]
+    index: dict[str, int]  # position in the spec (the task's `where`)
+    order: list[str]  # execution order: layer by layer
+    deps: dict[str, frozenset[str]]
+    last: str  # strands-cli's final task: the last of the last layer
+
+
+def task_graph(ctx: PlanContext) -> TaskGraph:
+    tasks = _config(ctx).tasks
+    task_layers = layers(tasks)
+    return TaskGraph(by_id={task.id: task for task in tasks},
+                     index={task.id: i for i, task in enumerate(tasks)},
+                     order=[task_id for layer in task_layers for task_id in layer],
+                     deps=effective_deps(tasks, ctx.spec.agents, task_layers),
+                     last=task_layers[-1][-1])
+
+
+def _plan(ctx: PlanContext, graph: TaskGraph, done: Mapping[str, StepResult],
+          in_flight: Sequence[str]) -> tuple[list[str], list[StepJob]]:
     """The tasks to schedule now: ready (deps done), not yet scheduled, in execution
     order, within the free agent slots and at most one HITL task outstanding."""
-    tasks = _config(ctx).tasks
-    by_id = {task.id: task for task in tasks}
-    index = {task.id: i for i, task in enumerate(tasks)}
-    order = execution_order(tasks)
-    deps = effective_deps(tasks, ctx.spec.agents)
+    by_id, index, order, deps = graph.by_id, graph.index, graph.order, graph.deps
     running = [t for t in in_flight if t not in done]
     free = max(ctx.spec.runtime.max_parallel, 1) - sum(
         1 for t in running if not isinstance(by_id[t], HitlTask))
@@ -233,25 +253,20 @@ class WorkflowPlanner:
         return self._decide(ctx, _done(ctx, result))
 
     def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
-        tasks = _config(ctx).tasks
-        order = execution_order(tasks)
-        in_flight, jobs = _plan(ctx, done, list(ctx.state.get("in_flight", [])))
-        state = _state(order, done, in_flight)
-        if not all(task.id in done for task in tasks):
+        graph = task_graph(ctx)
+        in_flight, jobs = _plan(ctx, graph, done, list(ctx.state.get("in_flight", [])))
+        state = _state(graph.order, done, in_flight)
+        if not all(task_id in done for task_id in graph.order):
             return Decision(state=state, schedule=tuple(jobs))
         # strands-cli: the final response is the last task of the last layer.
-        last = layers(tasks)[-1][-1]
-        final = done[last].response
-        by_id = {task.id: task for task in tasks}
+        final = done[graph.last].response
         return Decision(state=state, status=SessionStatus.COMPLETED, final_response=final,
                         artifact_context={"last_response": final, **ctx.variables,
-                                          "tasks": _records(by_id, order, done)})
+                                          "tasks": _records(graph.by_id, graph.order, done)})
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
-        tasks = _config(ctx).tasks
-        order = execution_order(tasks)
-        by_id = {task.id: task for task in tasks}
-        deps = effective_deps(tasks, ctx.spec.agents)
+        graph = task_graph(ctx)
+        order, by_id, deps = graph.order, graph.by_id, graph.deps
         done = _done(ctx)
         waiting = [t for t in order if t not in done]
         return {
