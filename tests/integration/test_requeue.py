@@ -83,8 +83,8 @@ async def snapshot(store: Store) -> dict[str, object]:
     """Everything under the test's prefix, by key: equal snapshots, nothing written."""
     found: dict[str, object] = {}
     async for key in store.redis.scan_iter(f"{store.keys.prefix}*"):
-        if ":lock:" in key:
-            continue  # operator locks' bookkeeping, not session state
+        if ":lock:" in key or key == store.keys.workers():
+            continue  # operator locks' bookkeeping and live workers' heartbeats
         kind = await store.redis.type(key)
         if kind == "hash":
             found[key] = await store.redis.hgetall(key)
