@@ -2,23 +2,31 @@
 # Run the whole test suite on a fresh machine: installs what it needs, then pytest.
 # Unit tests need nothing; integration, end-to-end and chaos tests start their own
 # redis-server on a free port (never the one on 6379) and their own `arq worker`s.
+# Python packages go into a virtualenv (./.venv, or the active one) through install.sh,
+# with the locked versions of requirements/constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
+apt_updated=""
+apt_install() {
+  [ -n "$apt_updated" ] || { as_root apt-get update -qq && apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 if ! command -v redis-server >/dev/null 2>&1; then
   echo "redis-server not found: installing it" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq redis-server >/dev/null
+  apt_install redis-server
 fi
 
 # promtool and prometheus (Debian's `prometheus`): alert rule unit tests and the
 # real-Prometheus test of tests/deploy/. They skip, saying why, only if apt cannot.
 if ! command -v promtool >/dev/null 2>&1; then
   echo "promtool not found: installing Debian's prometheus" >&2
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-    --no-install-recommends prometheus >/dev/null || echo "could not install prometheus" >&2
+  apt_install prometheus || echo "could not install prometheus" >&2
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
-exec python3 -m pytest -q "$@"
+bash install.sh --dev
+venv="${VIRTUAL_ENV:-${DURABLE_VENV:-.venv}}"
+export PATH="$(cd "$venv" && pwd)/bin:$PATH"
+exec python -m pytest -q "$@"

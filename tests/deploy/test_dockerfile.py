@@ -218,6 +218,16 @@ def test_dependency_step_lists_the_project_dependencies(stages: list[Stage], tmp
     assert (tmp_path / "requirements.txt").read_text().split() == wanted
 
 
+def test_dependency_step_installs_the_locked_versions(stages: list[Stage]) -> None:
+    (run,) = [r for r in stages[0].all("RUN") if "tomllib" in r]
+    assert "pip install --no-cache-dir -c requirements/constraints.txt -r requirements.txt" in run
+    assert "requirements/constraints.txt" in copied_sources(stages[0])
+    lock = (REPO / "requirements" / "constraints.txt").read_text()
+    for requirement in PYPROJECT["project"]["dependencies"]:
+        name = re.split(r"[\[<>=!~ ]", requirement, maxsplit=1)[0].lower()
+        assert re.search(rf"^{re.escape(name)}==", lock, re.M | re.I), f"{name} is not locked"
+
+
 def test_dependency_step_refuses_an_unknown_extra(stages: list[Stage], tmp_path: Path) -> None:
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     result = subprocess.run(["sh", "-c", requirements_script(stages[0])], cwd=tmp_path,
@@ -253,8 +263,17 @@ def built_venv(stages: list[Stage], tmp_path_factory: pytest.TempPathFactory) ->
     assert "sessions/lua/commit.lua" in names
     assert any(n.startswith("scheduler/schema/") and n.endswith(".json") for n in names)
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    # Borrow the dependencies installed beside this interpreter, wherever pytest runs from
+    # (a venv, whose base interpreter lacks them, or the system one): a path line in a .pth
+    # file puts the folder on sys.path, after the venv's own site-packages, without running
+    # the .pth files inside it, so the project's own editable install is not borrowed.
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    borrowed = dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))
+    (Path(site) / "_borrowed_dependencies.pth").write_text("\n".join(borrowed) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
                     "install", "-q", "--no-deps", "--disable-pip-version-check", str(wheel)],
                    check=True, timeout=300)
