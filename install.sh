@@ -35,7 +35,7 @@ else
   "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || { echo "install.sh: $("$python" --version 2>&1) is too old; strands-durable needs Python 3.11 or newer (set PYTHON=...)" >&2; exit 1; }
   if [ ! -x "$venv/bin/python" ]; then
-    if ! "$python" -m venv "$venv" 2>/dev/null; then
+    if ! "$python" -m venv "$venv" >/dev/null 2>&1; then
       # Debian and Ubuntu ship venv's pip bootstrap as a separate package.
       rm -rf "$venv"
       pkg="python$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-venv"
