@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,15 +13,16 @@ from typing import Any
 
 from helpers import REPO
 
+# The interpreter running the tests runs the code under test: never a `durable` or `arq`
+# found on PATH (another virtualenv's, or the system's).
+
 
 def durable_bin() -> list[str]:
-    found = shutil.which("durable")
-    return [found] if found else [sys.executable, "-m", "api.cli"]
+    return [sys.executable, "-m", "api.cli"]
 
 
 def arq_bin() -> list[str]:
-    found = shutil.which("arq")
-    return [found] if found else [sys.executable, "-m", "arq"]
+    return [sys.executable, "-m", "arq"]
 
 
 @dataclass
