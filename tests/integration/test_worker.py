@@ -95,6 +95,8 @@ async def test_dead_consumers_entries_are_taken_over_once_each(
     """Entries a crashed worker held are re-claimed by a busy, small worker without
     idling out again while they wait for a slot (which would inflate deliveries)."""
     spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    # Steps that take time keep the workers busy while re-claimed entries would wait for a
+    # slot (what the test is about); nothing waits on that time itself.
     spec = spec.replace("provider: scripted", "provider: scripted\n  script: {delay_s: 0.3}")
     spec = spec.replace("  script:\n    rules:\n      - {reply: ok}\n", "")
     sids = [(await start_session(store, load_spec_text(spec, "ok.yaml")))[0] for _ in range(6)]
