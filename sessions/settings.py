@@ -46,6 +46,8 @@ class DurableSettings(BaseSettings):
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
+    # Tests only: stop steps at breakpoints set as files in this directory (worker/faults.py).
+    breakpoint_dir: str = ""
 
     @field_validator("redis_url")
     @classmethod

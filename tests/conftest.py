@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 
 from fleet import Fleet
-from helpers import RedisServer, random_prefix, start_redis
+from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
 
 from sessions.connect import open_store
 from sessions.settings import DurableSettings
@@ -31,9 +31,16 @@ def prefix() -> str:
 
 
 @pytest.fixture
-def settings(redis_server: RedisServer, prefix: str) -> DurableSettings:
+def settings(redis_server: RedisServer, prefix: str, tmp_path: Path) -> DurableSettings:
     return DurableSettings(redis_url=redis_server.url, key_prefix=prefix, claim_idle_ms=1000,
-                           read_block_ms=100, timer_poll_ms=50, heartbeat_s=0.5)
+                           read_block_ms=100, timer_poll_ms=50, heartbeat_s=0.5,
+                           breakpoint_dir=str(tmp_path / "breakpoints"))
+
+
+@pytest.fixture
+def breakpoints(settings: DurableSettings) -> StepBreakpoints:
+    """Breakpoints of the in-process workers made from `settings`."""
+    return StepBreakpoints(Path(settings.breakpoint_dir))
 
 
 @pytest.fixture

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 # One private redis-server implementation for tests and benchmarks.
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
+from worker.faults import HITS_SUFFIX, breakpoint_name
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -55,3 +58,54 @@ def wait_for_sync(check: Callable[[], T], timeout_s: float = 30.0, interval_s: f
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A step that stopped at a breakpoint: where, and which worker process holds it."""
+
+    session: str
+    step: str
+    entry: str
+    worker: str
+    pid: int
+    reclaimed: bool
+
+
+class StepBreakpoints:
+    """The breakpoints of workers whose DURABLE_BREAKPOINT_DIR is `directory`
+    (worker/faults.py): set one on a step, wait until the step reaches it (a condition,
+    where a scripted delay would only hope the step is still running), act, clear it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def set(self, workflow: str, step: str) -> None:
+        (self.directory / breakpoint_name(workflow, step)).touch()
+
+    def clear(self, workflow: str, step: str) -> None:
+        (self.directory / breakpoint_name(workflow, step)).unlink(missing_ok=True)
+
+    def hits(self, workflow: str, step: str) -> list[Hit]:
+        path = self.directory / (breakpoint_name(workflow, step) + HITS_SUFFIX)
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [Hit(**json.loads(line)) for line in lines]
+
+    def _reached(self, workflow: str, step: str, n: int) -> list[Hit]:
+        hits = self.hits(workflow, step)
+        return hits if len(hits) >= n else []
+
+    def wait_sync(self, workflow: str, step: str, n: int = 1,
+                  timeout_s: float = 60.0) -> list[Hit]:
+        """Wait until `step` has reached its breakpoint `n` times; its hits."""
+        return wait_for_sync(lambda: self._reached(workflow, step, n), timeout_s=timeout_s,
+                             what=f"{workflow} {step} to reach its breakpoint {n} time(s)")
+
+    async def wait(self, workflow: str, step: str, n: int = 1,
+                   timeout_s: float = 60.0) -> list[Hit]:
+        async def reached() -> list[Hit]:
+            return self._reached(workflow, step, n)
+
+        return await wait_for(reached, timeout_s=timeout_s,
+                              what=f"{workflow} {step} to reach its breakpoint {n} time(s)")

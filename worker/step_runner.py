@@ -25,7 +25,7 @@ from sessions.settings import DurableSettings
 from sessions.store import Store
 from worker import retry_policy
 from worker.execute import StepExecutor, StepOutput
-from worker.faults import CrashPoints
+from worker.faults import Breakpoints, CrashPoints
 
 log = logging.getLogger("durable.worker")
 
@@ -73,6 +73,8 @@ class StepRunner:
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
         self.crash = CrashPoints(settings.crash_at)
+        self.breakpoints = (Breakpoints(settings.breakpoint_dir, consumer)
+                            if settings.breakpoint_dir else None)
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False) -> None:
@@ -110,7 +112,8 @@ class StepRunner:
         self.crash.reached("after_gate")
 
         try:
-            output = await self._execute_with_lease(shard, entry_id, spec, variables, job)
+            output = await self._execute_with_lease(shard, entry_id, spec, variables, job,
+                                                    reclaimed)
         except LeaseLost:
             log.warning("session %s step %s: lease lost to another worker; abandoning",
                         sid, job.key)
@@ -140,10 +143,11 @@ class StepRunner:
         return spec
 
     async def _execute_with_lease(self, shard: int, entry_id: str, spec: Spec,
-                                  variables: dict[str, Any], job: StepJob) -> StepOutput:
+                                  variables: dict[str, Any], job: StepJob,
+                                  reclaimed: bool) -> StepOutput:
         if self.settings.bench_noop:
             return await self.executor.run(spec, variables, job)
-        task = asyncio.ensure_future(self.executor.run(spec, variables, job))
+        task = asyncio.ensure_future(self._execute(entry_id, spec, variables, job, reclaimed))
         interval = self.settings.effective_lease_renew_ms / 1000
         try:
             while True:
@@ -158,6 +162,12 @@ class StepRunner:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+    async def _execute(self, entry_id: str, spec: Spec, variables: dict[str, Any],
+                       job: StepJob, reclaimed: bool) -> StepOutput:
+        if self.breakpoints is not None:  # tests only; inside the lease, so it is renewed
+            await self.breakpoints.reached(spec.name, job, entry_id, reclaimed)
+        return await self.executor.run(spec, variables, job)
 
     async def _plan_and_commit(self, entry_id: str, spec: Spec, job: StepJob,
                                result: StepResult, output: StepOutput,

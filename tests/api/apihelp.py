@@ -31,7 +31,6 @@ version: 0
 name: {name}
 runtime:
   provider: scripted
-  script: {{delay_s: {delay}}}
 agents:
   a: {{prompt: "You are a."}}
 pattern:
@@ -67,10 +66,10 @@ outputs:
 """
 
 
-def chain_spec(steps: int = 2, delay: float = 0.0, name: str = "plain") -> str:
+def chain_spec(steps: int = 2, name: str = "plain") -> str:
     body = "\n".join(f"      - {{agent: a, input: \"step {i} of {{{{ topic }}}}\"}}"
                      for i in range(steps))
-    return CHAIN.format(name=name, delay=delay, steps=body) + "inputs:\n  values: {topic: x}\n"
+    return CHAIN.format(name=name, steps=body) + "inputs:\n  values: {topic: x}\n"
 
 
 def make_app(settings: DurableSettings, **updates: Any) -> FastAPI:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from apihelp import HITL, chain_spec, error_of, submit, wait_status
-from helpers import wait_for
+from helpers import StepBreakpoints, wait_for
 
 from sessions.store import Store
 from worker.consumer import StepConsumer
@@ -20,14 +20,12 @@ async def committed(store: Store, sid: str, n: int) -> bool:
     return (await store.get_session(sid)).steps_committed >= n
 
 
-async def started(store: Store, sid: str) -> bool:
-    return any(f["type"] == "step_started" for _, f in await store.events(sid))
-
-
 async def test_pause_then_resume_completes(client: httpx.AsyncClient, store: Store,
-                                           consumer: StepConsumer) -> None:
-    sid = await submit(client, chain_spec(4, delay=0.2))
-    await wait_for(lambda: started(store, sid), what="the first step to start")
+                                           consumer: StepConsumer,
+                                           breakpoints: StepBreakpoints) -> None:
+    breakpoints.set("plain", "step:0")
+    sid = await submit(client, chain_spec(4))
+    await breakpoints.wait("plain", "step:0")
     r = await client.post(f"/v1/sessions/{sid}/pause")
     assert r.status_code == 200 and r.json() == {"session_id": sid, "status": "paused",
                                                  "notes": []}
@@ -35,6 +33,7 @@ async def test_pause_then_resume_completes(client: httpx.AsyncClient, store: Sto
     assert err["code"] == "invalid_transition"
     assert err["details"] == {"session_id": sid, "status": "paused", "action": "pause"}
     # The running step commits; nothing after it runs while paused.
+    breakpoints.clear("plain", "step:0")
     await wait_for(lambda: committed(store, sid, 1), what="the running step to commit")
     doc = (await client.get(f"/v1/sessions/{sid}")).json()
     assert doc["status"] == "paused" and doc["steps_committed"] == 1

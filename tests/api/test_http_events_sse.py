@@ -21,7 +21,7 @@ from apihelp import (
     wait_status,
 )
 from fastapi import FastAPI
-from helpers import start_redis
+from helpers import StepBreakpoints, start_redis
 
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -39,8 +39,10 @@ async def http(settings: DurableSettings) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def test_follow_streams_events_while_the_worker_commits(
-        http: httpx.AsyncClient, store: Store, consumer: StepConsumer) -> None:
-    sid = await submit(http, chain_spec(3, delay=0.3))
+        http: httpx.AsyncClient, store: Store, consumer: StepConsumer,
+        breakpoints: StepBreakpoints) -> None:
+    breakpoints.set("plain", "step:1")  # until the first commit has been seen live
+    sid = await submit(http, chain_spec(3))
     seen: list[Frame] = []
     status_at_first_commit = None
     async with http.stream("GET", f"/v1/sessions/{sid}/events", params={"follow": "1"}) as r:
@@ -54,9 +56,10 @@ async def test_follow_streams_events_while_the_worker_commits(
                 # Live: the first commit arrives while two steps are still to run.
                 record = await store.get_session(sid)
                 status_at_first_commit = (record.status.value, record.steps_committed)
+                breakpoints.clear("plain", "step:1")
         # The loop ended because the server closed the stream, not because we left.
     assert status_at_first_commit is not None
-    assert status_at_first_commit[0] == "running" and status_at_first_commit[1] < 3
+    assert status_at_first_commit == ("running", 1)
     assert seen[-1].event == "end"
     assert seen[-1].data == {"session_id": sid, "status": "completed"}
     events = seen[:-1]

@@ -18,6 +18,8 @@ from sessions.store import Store
 pytestmark = pytest.mark.chaos
 
 SESSIONS, STEPS, WORKERS = 20, 5, 3
+# Steps take 0.3 s so that random kills land inside some of them. Nothing waits on that
+# time: a slower (loaded) machine only means more kills, which the asserts allow.
 
 SPEC = """
 version: 0

@@ -299,10 +299,20 @@ def healthcheck_command() -> list[str]:
     return [sys.executable if argv[0] == "python" else argv[0], *argv[1:]]
 
 
+# Console scripts a role runs, and the module each one runs.
+SCRIPT_MODULES = {"durable": "api.cli", "arq": "arq"}
+
+
 def executable(argv: list[str]) -> list[str]:
-    found = shutil.which(argv[0], path=str(Path(sys.executable).parent)) or shutil.which(argv[0])
-    assert found, f"{argv[0]} is not installed"
-    return [found, *argv[1:]]
+    """The role's command with this interpreter's own script (never one found on PATH,
+    which may be another virtualenv's or the system's), else its module run by this
+    interpreter."""
+    for where in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        found = shutil.which(argv[0], path=where)
+        if found:
+            return [found, *argv[1:]]
+    assert argv[0] in SCRIPT_MODULES, f"{argv[0]} is not installed for {sys.executable}"
+    return [sys.executable, "-m", SCRIPT_MODULES[argv[0]], *argv[1:]]
 
 
 @pytest.fixture

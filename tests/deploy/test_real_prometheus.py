@@ -44,6 +44,8 @@ SUBSTITUTIONS = {"$__rate_interval": RATE_INTERVAL, "$pattern": ".*", "$agent": 
 COMPARISONS = {">", "<", ">=", "<=", "==", "!="}
 SET_OPERATORS = {"and", "or", "unless"}
 
+# Steps here take a little time so that the step duration histograms and the running
+# gauges have something to show; nothing waits on how long they take.
 CHAIN = """
 version: 0
 name: research
@@ -84,6 +86,21 @@ pattern:
   config:
     steps:
 STEPS"""
+
+
+# One step that a worker dies in the middle of (at a breakpoint), so another re-claims it.
+VICTIM = """
+version: 0
+name: victim
+runtime: {provider: scripted}
+agents:
+  worker: {prompt: "You work."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: worker, input: "the step a worker dies in"}
+"""
 
 
 def long_chain(steps: int, delay: float) -> str:
@@ -335,21 +352,19 @@ def has_number(result: list[dict[str, Any]]) -> bool:
     return any(not math.isnan(float(r["value"][1])) for r in result)
 
 
-async def kill_the_worker_running(stack: Stack, store: Store, sid: str) -> None:
-    """SIGKILL the worker whose heartbeat says it runs `sid`, and start a replacement on
-    the same metrics port (Prometheus' target comes back)."""
-
-    async def runner() -> dict[str, Any] | None:
-        for raw in (await store.redis.hgetall(store.keys.workers())).values():
-            beat = json.loads(raw)
-            if any(r.startswith(f"{sid}/") for r in beat.get("running", [])):
-                return dict(beat)
-        return None
-
-    beat = await wait_for(runner, timeout_s=30, what="a worker to run the slow step")
-    victim = next(p for p in stack.fleet.workers if p.pid == beat["pid"])
+async def kill_the_worker_running(stack: Stack, store: Store) -> str:
+    """Start a session whose step stops at a breakpoint; SIGKILL the worker holding it,
+    clear the breakpoint and start a replacement on the same metrics port (Prometheus'
+    target comes back). Returns the session's id."""
+    breakpoints = stack.fleet.breakpoints
+    breakpoints.set("victim", "step:0")
+    sid, _ = await start_session(store, load_spec_text(VICTIM, "victim.yaml"))
+    (hit,) = await breakpoints.wait("victim", "step:0")
+    victim = next(p for p in stack.fleet.workers if p.pid == hit.pid)
     stack.fleet.kill(victim)
+    breakpoints.clear("victim", "step:0")
     stack.start_worker(stack.port_of_worker[victim.pid])
+    return sid
 
 
 # -- the test --------------------------------------------------------------------------------
@@ -362,9 +377,7 @@ async def test_prometheus_scrapes_the_fleet_and_every_expression_has_data(
     try:
         async with workload(store, api):
             # A worker dies mid-step: its entry is re-claimed by another one.
-            victim, _ = await start_session(store, load_spec_text(long_chain(1, 4.0),
-                                                                  "slow.yaml"))
-            await kill_the_worker_running(stack, store, victim)
+            victim = await kill_the_worker_running(stack, store)
             await wait_for(lambda: _completed(store, victim), timeout_s=60,
                            what="the re-claimed step to commit")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ from typing import Any
 class FakeOllama:
     port: int = 0
     pulled: set[str] = field(default_factory=set)
-    delay_s: float = 0.0  # before every answer, like a loaded server
     requests: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -49,7 +47,6 @@ def _handler(state: FakeOllama) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.requests.append(body)
                 pulled = model in state.pulled
-            time.sleep(state.delay_s)
             if self.path != "/api/chat":
                 return self._json(404, {"error": "not found"})
             if not pulled:

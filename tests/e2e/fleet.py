@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,17 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers import REPO
+from helpers import REPO, StepBreakpoints
+
+# The interpreter running the tests runs the code under test: never a `durable` or `arq`
+# found on PATH (another virtualenv's, or the system's).
 
 
 def durable_bin() -> list[str]:
-    found = shutil.which("durable")
-    return [found] if found else [sys.executable, "-m", "api.cli"]
+    return [sys.executable, "-m", "api.cli"]
 
 
 def arq_bin() -> list[str]:
-    found = shutil.which("arq")
-    return [found] if found else [sys.executable, "-m", "arq"]
+    return [sys.executable, "-m", "arq"]
 
 
 @dataclass
@@ -37,9 +37,14 @@ class Fleet:
         env = {**os.environ, "DURABLE_REDIS_URL": redis_url, "DURABLE_KEY_PREFIX": prefix,
                "PYTHONUNBUFFERED": "1", "DURABLE_LOG_LEVEL": "INFO",
                # Many workers on one host: no /metrics unless a test asks for a port.
-               "DURABLE_METRICS_PORT": "0"}
+               "DURABLE_METRICS_PORT": "0",
+               "DURABLE_BREAKPOINT_DIR": str(logdir / "breakpoints")}
         env.update({f"DURABLE_{k.upper()}": str(v) for k, v in settings.items()})
         return cls(env=env, logdir=logdir)
+
+    @property
+    def breakpoints(self) -> StepBreakpoints:
+        return StepBreakpoints(Path(self.env["DURABLE_BREAKPOINT_DIR"]))
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         self.started += 1

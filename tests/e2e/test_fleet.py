@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -12,12 +13,11 @@ from helpers import EXAMPLES, wait_for_sync
 
 pytestmark = pytest.mark.e2e
 
-SLOW_CHAIN = """
+CHAIN = """
 version: 0
-name: slow-chain
+name: chain
 runtime:
   provider: scripted
-  script: {{delay_s: {delay}}}
 agents:
   a: {{prompt: "You are step agent a."}}
 pattern:
@@ -28,11 +28,11 @@ pattern:
 """
 
 
-def slow_chain(tmp_path: Path, steps: int, delay: float) -> Path:
+def chain_file(tmp_path: Path, steps: int) -> Path:
     body = "\n".join(f"      - agent: a\n        input: \"step {i} after "
                      f"{{{{ last_response | truncate(40) }}}}\"" for i in range(steps))
-    path = tmp_path / "slow.yaml"
-    path.write_text(SLOW_CHAIN.format(delay=delay, steps=body))
+    path = tmp_path / "chain.yaml"
+    path.write_text(CHAIN.format(steps=body))
     return path
 
 
@@ -84,44 +84,51 @@ def test_unknown_session_is_a_clear_error(fleet_factory) -> None:
 
 def test_killed_worker_mid_step_is_reclaimed(fleet_factory, tmp_path: Path) -> None:
     fleet: Fleet = fleet_factory(claim_idle_ms=1500)
+    fleet.breakpoints.set("chain", "step:0")
     victim = fleet.start_worker()
-    sid = fleet.cli("submit", str(slow_chain(tmp_path, 3, 1.0))).stdout.strip()
-    wait_for_sync(lambda: any(e["type"] == "step_started" for e in events(fleet, sid)),
-                  what="step:0 to start")
-    fleet.kill(victim)
+    sid = fleet.cli("submit", str(chain_file(tmp_path, 3))).stdout.strip()
+    (hit,) = fleet.breakpoints.wait_sync("chain", "step:0")
+    assert (hit.session, hit.pid, hit.reclaimed) == (sid, victim.pid, False)
+    fleet.kill(victim)  # mid-step: admitted, its agent call not made
+    fleet.breakpoints.clear("chain", "step:0")
     fleet.start_worker()
     assert fleet.cli("wait", sid, "--timeout", "60").returncode == 0
     history = events(fleet, sid)
     completed = [e["step"] for e in history if e["type"] == "step_completed"]
     assert completed == ["step:0", "step:1", "step:2"]
-    assert any(e["type"] == "step_reclaimed" and e["step"] == "step:0" for e in history)
+    assert [e["step"] for e in history if e["type"] == "step_reclaimed"] == ["step:0"]
 
 
 def test_sigterm_lets_the_running_step_commit(fleet_factory, tmp_path: Path) -> None:
     fleet: Fleet = fleet_factory(claim_idle_ms=60000)
+    for step in ("step:0", "step:1"):
+        fleet.breakpoints.set("chain", step)
     worker = fleet.start_worker()
-    sid = fleet.cli("submit", str(slow_chain(tmp_path, 2, 1.5))).stdout.strip()
-    wait_for_sync(lambda: any(e["type"] == "step_started" for e in events(fleet, sid)),
-                  what="step:0 to start")
+    sid = fleet.cli("submit", str(chain_file(tmp_path, 2))).stdout.strip()
+    fleet.breakpoints.wait_sync("chain", "step:0")
     t0 = time.monotonic()
-    fleet.kill(worker, signal.SIGTERM)
-    assert worker.returncode is not None and time.monotonic() - t0 < 15
+    os.kill(worker.pid, signal.SIGTERM)
+    # Once the worker drains (it reads nothing new), the running step may finish.
+    wait_for_sync(lambda: "waiting up to" in fleet.logs(), what="the worker to drain")
+    fleet.breakpoints.clear("chain", "step:0")
+    assert worker.wait(timeout=60) == 0 and time.monotonic() - t0 < 15
     history = events(fleet, sid)
     # The step running at SIGTERM finished and committed before the worker exited, and
     # the next one waits on the stream for another worker.
     assert [e["step"] for e in history if e["type"] == "step_completed"] == ["step:0"]
+    assert fleet.breakpoints.hits("chain", "step:1") == []
+    fleet.breakpoints.clear("chain", "step:1")
     fleet.start_worker()
     assert fleet.cli("wait", sid, "--timeout", "60").returncode == 0
 
 
 def test_dead_letter_after_too_many_deliveries(fleet_factory, tmp_path: Path) -> None:
     fleet: Fleet = fleet_factory(claim_idle_ms=800, max_deliveries=2)
-    sid = fleet.cli("submit", str(slow_chain(tmp_path, 1, 30))).stdout.strip()
+    fleet.breakpoints.set("chain", "step:0")  # never cleared: every worker dies in it
+    sid = fleet.cli("submit", str(chain_file(tmp_path, 1))).stdout.strip()
     for delivery in range(1, 3):
         worker = fleet.start_worker()
-        wait_for_sync(lambda n=delivery: sum(e["type"] in ("step_started", "step_reclaimed")
-                                             for e in events(fleet, sid)) >= n,
-                      what=f"delivery {delivery}")
+        fleet.breakpoints.wait_sync("chain", "step:0", n=delivery)
         fleet.kill(worker)
     fleet.start_worker()
     result = fleet.cli("wait", sid, "--timeout", "60", check=False)

@@ -27,7 +27,6 @@ name: launch-note
 runtime:
   provider: scripted
   script:
-    delay_s: 0.4
     rules:
       - {agent: writer, contains: "approved", reply: "Launch note, approved by a human."}
 agents:
@@ -94,6 +93,7 @@ async def test_a_session_driven_to_completion_over_http(api: tuple[Fleet, str],
         health = (await anonymous.get("/healthz")).json()
     assert health["redis"]["ok"] is True
 
+    fleet.breakpoints.set("launch-note", "step:0")
     r = await http.post("/v1/sessions", json={"spec": SPEC, "variables": {"product": "kites"}},
                         headers={"Idempotency-Key": "launch-1"})
     assert r.status_code == 201, r.text
@@ -102,14 +102,16 @@ async def test_a_session_driven_to_completion_over_http(api: tuple[Fleet, str],
     seen: list[Frame] = []
     follower = asyncio.create_task(follow(http, sid, seen))
 
-    # Pause once the first step runs: it commits, nothing after it starts.
+    # Pause while the first step runs: it commits, nothing after it starts.
     await wait_for(lambda: _has(seen, "step_started"), timeout_s=60,
                    what="the first step to start (seen over SSE)")
+    await fleet.breakpoints.wait("launch-note", "step:0")
     r = await http.post(f"/v1/sessions/{sid}/pause")
     assert r.status_code == 200 and r.json()["status"] == "paused"
+    fleet.breakpoints.clear("launch-note", "step:0")
     doc = await wait_for(lambda: _committed(http, sid, 1), timeout_s=60,
                          what="the running step to commit while paused")
-    assert doc["status"] == "paused"
+    assert doc["status"] == "paused" and doc["steps_committed"] == 1
     assert (await http.post(f"/v1/sessions/{sid}/pause")).status_code == 409
     r = await http.post(f"/v1/sessions/{sid}/resume")
     assert r.status_code == 200 and r.json()["status"] == "running"

@@ -22,7 +22,6 @@ runtime:
   provider: scripted
   host: HOST
   failure_policy: {retries: 0}
-  script: {delay_s: DELAY}
 agents:
   researcher: {prompt: "You research."}
   writer: {prompt: "You write.", provider: WRITER, model_id: llama3}
@@ -53,8 +52,7 @@ pattern:
 
 
 def spec_file(tmp_path: Path, text: str, name: str = "spec.yaml", **subs: object) -> str:
-    for key, value in {"HOST": "http://127.0.0.1:9", "DELAY": 0, "WRITER": "scripted",
-                       **subs}.items():
+    for key, value in {"HOST": "http://127.0.0.1:9", "WRITER": "scripted", **subs}.items():
         text = text.replace(key, str(value))
     path = tmp_path / name
     path.write_text(text)
@@ -198,7 +196,8 @@ def test_watch_exits_like_wait(fleet_factory, tmp_path: Path) -> None:
     paused = fleet.cli("watch", asking, "--timeout", "60", check=False)
     assert paused.returncode == 3
     assert "waiting for human input at step:1" in " ".join(paused.stdout.split())
-    slow = fleet.cli("submit", spec_file(tmp_path, CHAIN, "slow.yaml", DELAY=20)).stdout.strip()
+    fleet.breakpoints.set("drill", "step:0")  # the session stays running
+    slow = fleet.cli("submit", spec_file(tmp_path, CHAIN, "slow.yaml")).stdout.strip()
     timed_out = fleet.cli("watch", slow, "--timeout", "1", check=False)
     assert timed_out.returncode == 124 and "timed out after 1.0s" in timed_out.stderr
     assert "session 'nope' not found" in refused(fleet, 1, "watch", "nope")

@@ -4,7 +4,7 @@ every key they owned; running and paused ones never do; a dry run deletes nothin
 from __future__ import annotations
 
 import pytest
-from helpers import wait_for
+from helpers import StepBreakpoints, wait_for
 
 from scheduler.autoresume import find_resumable
 from scheduler.cleanup import cleanup_sessions
@@ -26,7 +26,7 @@ name: NAME
 runtime:
   provider: scripted
   failure_policy: {retries: 0}
-  script: {delay_s: DELAY, rules: [{contains: "boom", error: "exploded"}]}
+  script: {rules: [{contains: "boom", error: "exploded"}]}
 agents:
   a: {prompt: "You are a."}
 pattern:
@@ -38,8 +38,8 @@ pattern:
 """
 
 
-def spec(name: str, input_: str = "one", delay: float = 0.0) -> str:
-    return SPEC.replace("NAME", name).replace("INPUT", input_).replace("DELAY", str(delay))
+def spec(name: str, input_: str = "one") -> str:
+    return SPEC.replace("NAME", name).replace("INPUT", input_)
 
 
 async def start(store: Store, text: str) -> str:
@@ -54,12 +54,16 @@ async def keys_of(store: Store, sid: str) -> list[str]:
     return [k async for k in store.redis.scan_iter(f"{store.keys.prefix}*{sid}*")]
 
 
-async def one_of_each(store: Store) -> dict[str, str]:
+async def one_of_each(store: Store, breakpoints: StepBreakpoints) -> dict[str, str]:
+    # Three sessions stay running (their first step stopped at a breakpoint) until
+    # cancelled, paused, or the test ends.
+    for name in ("stopped", "held", "busy"):
+        breakpoints.set(name, "step:0")
     sids = {"completed": await start(store, spec("done")),
             "failed": await start(store, spec("bad", "boom")),
-            "cancelled": await start(store, spec("stopped", delay=5)),
-            "paused": await start(store, spec("held", delay=5)),
-            "running": await start(store, spec("busy", delay=30))}
+            "cancelled": await start(store, spec("stopped")),
+            "paused": await start(store, spec("held")),
+            "running": await start(store, spec("busy"))}
     await cancel(store, sids["cancelled"])
     await pause(store, sids["paused"])
     for status, sid in sids.items():
@@ -68,8 +72,9 @@ async def one_of_each(store: Store) -> dict[str, str]:
     return sids
 
 
-async def test_cleanup_by_age_and_status(store: Store, consumer: StepConsumer) -> None:
-    sids = await one_of_each(store)
+async def test_cleanup_by_age_and_status(store: Store, consumer: StepConsumer,
+                                         breakpoints: StepBreakpoints) -> None:
+    sids = await one_of_each(store, breakpoints)
     later = now_ms() + 2 * DAY_MS  # two days from now, every session is two days old
     ended = [sids["completed"], sids["failed"], sids["cancelled"]]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from helpers import wait_for
+from helpers import StepBreakpoints, wait_for
 from pattern_specs import CASES
 
 from scheduler.control import cancel, pause, resume
@@ -40,7 +40,7 @@ pattern:
 """
 
 
-def chain(steps: int, delay: float = 0.0, budgets: str = "") -> str:
+def chain(steps: int, budgets: str = "") -> str:
     body = "".join(f"      - {{agent: a, input: \"step {i} words here\"}}\n"
                    for i in range(steps))
     return f"""
@@ -48,7 +48,6 @@ version: 0
 name: plain
 runtime:
   provider: scripted
-  script: {{delay_s: {delay}}}
   {budgets}
 agents:
   a: {{prompt: "You are a."}}
@@ -92,13 +91,16 @@ async def test_hitl_timeout_applies_the_default(store: Store, consumer: StepCons
     assert history[1]["response"] == "approved by default"
 
 
-async def test_pause_at_step_boundary_then_resume(store: Store,
-                                                  consumer: StepConsumer) -> None:
-    sid, _ = await start_session(store, load_spec_text(chain(4, delay=0.2), "plain.yaml"))
+async def test_pause_at_step_boundary_then_resume(store: Store, consumer: StepConsumer,
+                                                  breakpoints: StepBreakpoints) -> None:
+    breakpoints.set("plain", "step:0")
+    sid, _ = await start_session(store, load_spec_text(chain(4), "plain.yaml"))
+    await breakpoints.wait("plain", "step:0")
     assert await pause(store, sid) == "paused"
     with pytest.raises(InvalidTransition, match="cannot pause a session that is paused"):
         await pause(store, sid)
     # The running step finishes and commits; the next one is held.
+    breakpoints.clear("plain", "step:0")
     await wait_for(lambda: _committed(store, sid, 1), what="the running step to commit")
     record = await store.get_session(sid)
     assert record.status == SessionStatus.PAUSED and record.steps_committed == 1
@@ -114,12 +116,19 @@ async def _committed(store: Store, sid: str, n: int) -> bool:
     return (await store.get_session(sid)).steps_committed >= n
 
 
-async def test_cancel_stops_scheduling(store: Store, consumer: StepConsumer) -> None:
-    sid, _ = await start_session(store, load_spec_text(chain(5, delay=0.2), "plain.yaml"))
+async def test_cancel_stops_scheduling(store: Store, consumer: StepConsumer,
+                                       breakpoints: StepBreakpoints) -> None:
+    breakpoints.set("plain", "step:0")
+    sid, _ = await start_session(store, load_spec_text(chain(5), "plain.yaml"))
+    await breakpoints.wait("plain", "step:0")
     assert await cancel(store, sid) == "cancelled"
+    breakpoints.clear("plain", "step:0")  # the running step ends; nothing follows it
     await wait_for(lambda: _idle(consumer), what="the worker to go idle")
     record = await store.get_session(sid)
-    assert record.status == SessionStatus.CANCELLED and record.steps_committed <= 1
+    # The running step's result is kept; no step after it ran.
+    assert record.status == SessionStatus.CANCELLED and record.steps_committed == 1
+    started = [f["step"] for _, f in await store.events(sid) if f["type"] == "step_started"]
+    assert started == ["step:0"]
     with pytest.raises(InvalidTransition):
         await resume(store, sid)
 
@@ -147,8 +156,8 @@ async def test_budget_pauses_and_set_raises_it(store: Store, consumer: StepConsu
 async def test_resume_after_failure_reruns_only_the_failed_step(
         store: Store, consumer: StepConsumer) -> None:
     spec = chain(3).replace("provider: scripted", "provider: scripted\n  failure_policy: "
-                            "{retries: 0}").replace(
-        "script: {delay_s: 0.0}", "script: {rules: [{contains: 'step 2', error: 'down'}]}")
+                            "{retries: 0}\n  script: {rules: [{contains: 'step 2', "
+                            "error: 'down'}]}")
     sid, _ = await start_session(store, load_spec_text(spec, "plain.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.FAILED), what="failure")
     fixed = spec.replace("error: 'down'", "reply: 'back up'")
@@ -186,7 +195,6 @@ runtime:
   max_parallel: 2
   failure_policy: {retries: 0}
   script:
-    delay_s: 0.2
     rules: [{contains: "b-step 0", error: "b is down"}]
 agents:
   a: {prompt: "You are a."}
@@ -207,7 +215,8 @@ pattern:
 
 
 async def test_failed_branch_fails_session_and_resume_reruns_only_it(
-        store: Store, consumer: StepConsumer) -> None:
+        store: Store, consumer: StepConsumer, breakpoints: StepBreakpoints) -> None:
+    breakpoints.set("two-branches", "branch:a:0")
     sid, _ = await start_session(store, load_spec_text(PARALLEL_SPEC, "par.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.FAILED), what="failure")
     failed = await session_status(store, sid)
@@ -215,6 +224,12 @@ async def test_failed_branch_fails_session_and_resume_reruns_only_it(
     assert failed["pattern_state"]["failed_branches"] == ["b"]
     # Branch a was running when b failed; what it commits meanwhile is kept, and its
     # next steps are held for the resume rather than dropped.
+    await breakpoints.wait("two-branches", "branch:a:0")
+    breakpoints.clear("two-branches", "branch:a:0")
+    await wait_for(lambda: _committed(store, sid, 1), what="branch a's running step")
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.FAILED
+    assert await store.redis.llen(store.keys.held(sid)) == 1
     fixed = PARALLEL_SPEC.replace('error: "b is down"', 'reply: "b is back"')
     await resume(store, sid, new_spec=load_spec_text(fixed, "par.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
-from helpers import wait_for
+from helpers import StepBreakpoints, wait_for
 
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
@@ -23,10 +24,10 @@ from worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
-SLOW = """
+ONE_STEP = """
 version: 0
-name: slow
-runtime: {provider: scripted, script: {delay_s: DELAY}}
+name: one-step
+runtime: {provider: scripted}
 agents:
   a: {prompt: "You are a."}
 pattern:
@@ -51,25 +52,25 @@ pattern:
 """
 
 
-def slow(delay: float) -> str:
-    return SLOW.replace("DELAY", str(delay))
-
-
 def settings_for(redis_url: str, prefix: str, **extra: object) -> DurableSettings:
     base: dict[str, object] = {"redis_url": redis_url, "key_prefix": prefix,
                                "read_block_ms": 100, "timer_poll_ms": 50, "heartbeat_s": 0.2}
     return DurableSettings(**{**base, **extra})  # type: ignore[arg-type]
 
 
-async def test_workers_heartbeats_running_steps_and_pending(redis_server, prefix: str) -> None:
-    settings = settings_for(redis_server.url, prefix, claim_idle_ms=60_000)
+async def test_workers_heartbeats_running_steps_and_pending(redis_server, prefix: str,
+                                                           tmp_path: Path) -> None:
+    breakpoints = StepBreakpoints(tmp_path / "breakpoints")
+    settings = settings_for(redis_server.url, prefix, claim_idle_ms=60_000,
+                            breakpoint_dir=str(breakpoints.directory))
     store = open_store(settings)
     await store.prepare()
     # A worker took this step and died: it holds the entry and never sent a heartbeat.
-    orphan, _ = await start_session(store, load_spec_text(slow(0), "slow.yaml"))
+    orphan, _ = await start_session(store, load_spec_text(ONE_STEP, "one.yaml"))
     await store.redis.xreadgroup(CONSUMER_GROUP, "crashed-worker",
                                  {store.keys.stream(0): ">"}, count=1)
-    busy, _ = await start_session(store, load_spec_text(slow(30), "slow.yaml"))
+    breakpoints.set("one-step", "step:0")  # busy's step runs until the test ends
+    busy, _ = await start_session(store, load_spec_text(ONE_STEP, "one.yaml"))
     consumers = [StepConsumer(settings, store, name=n) for n in ("w1", "w2")]
     for c in consumers:
         await c.start()
@@ -136,7 +137,7 @@ async def test_queue_stats_as_the_fleet_leaves_them(redis_server, prefix: str) -
     settings = settings_for(redis_server.url, prefix, claim_idle_ms=300, max_deliveries=1)
     store = open_store(settings)
     await store.prepare()
-    sids = [(await start_session(store, load_spec_text(slow(0), "s.yaml")))[0]
+    sids = [(await start_session(store, load_spec_text(ONE_STEP, "s.yaml")))[0]
             for _ in range(3)]
     await start_session(store, load_spec_text(WAITS_FOR_A_HUMAN, "ask.yaml"))  # a timer
     # A retry whose backoff passed while no worker ran: due now.
@@ -175,7 +176,7 @@ async def test_queue_stats_per_shard_and_total(redis_server, prefix: str) -> Non
     store: Store = open_store(settings_for(redis_server.url, prefix, shards=3))
     await store.prepare()
     for _ in range(12):
-        await start_session(store, load_spec_text(slow(0), "s.yaml"))
+        await start_session(store, load_spec_text(ONE_STEP, "s.yaml"))
     stats = await queue_stats(store)
     assert [s.shard for s in stats.shards] == [0, 1, 2]
     lengths = [await store.redis.xlen(store.keys.stream(k)) for k in range(3)]

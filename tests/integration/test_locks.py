@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
+from helpers import wait_for
 
 from sessions.errors import LockLost, LockNotAcquired
 from sessions.locks import Lock, locked
@@ -30,8 +29,8 @@ async def test_only_one_holder_and_fences_grow(store: Store) -> None:
 async def test_release_never_deletes_someone_elses_lock(store: Store) -> None:
     a, b = make(store, ttl_ms=100), make(store)
     assert await a.acquire()
-    await asyncio.sleep(0.15)  # let a's TTL run out: the point of the test is expiry
-    assert await b.acquire()
+    # a never renews: once its TTL runs out (the point of the test), b gets the lock.
+    await wait_for(b.acquire, timeout_s=10, what="a's lock to expire and b to take it")
     assert not await a.release()  # a's token no longer matches
     assert await b.held()
 

@@ -81,6 +81,7 @@ async def test_committed_steps_are_counted_timed_and_sized(
                   ("durable_checkpoint_commit_seconds_count", {}),
                   ("durable_checkpoint_bytes_count", {}),
                   ("durable_checkpoint_bytes_sum", {}))
+    # Steps that take a little time, for the duration metric; nothing waits on it.
     sid, _ = await start_session(store, load_spec_text(chain(3, 0.05, agent=agent), "m.yaml"))
     await wait_for(lambda: ended(store, sid), what="the session to end")
     usage = (await store.get_session(sid)).token_usage
@@ -322,7 +323,7 @@ async def test_scheduler_metrics_server_reads_the_fleet_at_scrape_time(
         async def lag_is_three() -> bool:
             return 'durable_stream_lag{shard="0"} 3.0' in get(url)
 
-        await wait_for(lag_is_three, timeout_s=5, what="the scrape to read the new lag")
+        await wait_for(lag_is_three, what="the scrape to read the new lag")
         promtool_check(get(url))
     finally:
         server.close()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
-from helpers import wait_for
+from helpers import StepBreakpoints, wait_for
 
 from scheduler.loader import load_spec_text
 from scheduler.requeue import NothingToRequeue, requeue
@@ -183,12 +183,20 @@ async def test_dead_lettered_step_requeued_completes_and_leaves_no_dead_letter(
 
 
 async def test_one_step_of_two_failed_ones(store: Store, consumer: StepConsumer,
-                                           ollama: FakeOllama) -> None:
+                                           ollama: FakeOllama,
+                                           breakpoints: StepBreakpoints) -> None:
     # Both writers start before either fails (a failed session holds steps not yet
     # started), so both fail for good.
-    ollama.delay_s = 0.5
-    sid = await failed_session(store, ollama, WORKFLOW)
+    for task in ("task:left", "task:right"):
+        breakpoints.set("two-writers", task)
+    sid, _ = await start_session(store, load_spec_text(WORKFLOW.replace("HOST", ollama.url),
+                                                       "report.yaml"))
+    for task in ("task:left", "task:right"):
+        await breakpoints.wait("two-writers", task)
+    for task in ("task:left", "task:right"):
+        breakpoints.clear("two-writers", task)
     await wait_for(lambda: _failed_count(store, sid, 2), what="both writers to fail")
+    assert (await store.get_session(sid)).status == SessionStatus.FAILED
     ollama.pull("llama3")
     await requeue(store, sid, step="task:left")
     await wait_for(lambda: _committed(store, sid, "task:left"), what="task:left")
@@ -212,7 +220,8 @@ async def _committed(store: Store, sid: str, step: str) -> bool:
 
 
 async def test_bad_requests_are_refused_and_write_nothing(
-        store: Store, consumer: StepConsumer, ollama: FakeOllama) -> None:
+        store: Store, consumer: StepConsumer, ollama: FakeOllama,
+        breakpoints: StepBreakpoints) -> None:
     sid = await failed_session(store, ollama)
     before = await snapshot(store)
     with pytest.raises(SessionNotFound, match="session 'nope' not found"):
@@ -234,9 +243,9 @@ async def test_bad_requests_are_refused_and_write_nothing(
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
     with pytest.raises(InvalidTransition, match="cannot requeue a session that is completed"):
         await requeue(store, sid)
-    running, _ = await start_session(store, load_spec_text(
-        SPEC.replace("HOST", ollama.url).replace("retries: 0", "retries: 0}\n  script: "
-                                                 "{delay_s: 5"), "slow.yaml"))
+    breakpoints.set("report", "step:0")  # this session stays running
+    running, _ = await start_session(store, load_spec_text(SPEC.replace("HOST", ollama.url),
+                                                           "report.yaml"))
     with pytest.raises(NothingToRequeue, match="has no failed or dead-lettered step to "
                                                "requeue \\(it is running\\)"):
         await requeue(store, running)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fleet import durable_bin
-from helpers import REPO, free_port, poll_until, wait_for, wait_for_sync
+from helpers import REPO, StepBreakpoints, free_port, poll_until, wait_for, wait_for_sync
 
 from scheduler.control import resume
 from scheduler.loader import load_spec_text
@@ -33,14 +33,13 @@ from worker.consumer import StepConsumer
 pytestmark = pytest.mark.integration
 
 
-def chain(steps: int, delay: float = 0.0, budgets: str = "") -> str:
+def chain(steps: int, budgets: str = "") -> str:
     body = "".join(f"      - {{agent: a, input: \"step {i}\"}}\n" for i in range(steps))
     return f"""
 version: 0
 name: timed
 runtime:
   provider: scripted
-  script: {{delay_s: {delay}}}
   {budgets}
 agents:
   a: {{prompt: "You are a."}}
@@ -95,7 +94,7 @@ async def test_one_leader_among_replicas_and_failover_on_stop(fast: DurableSetti
         assert (a.leading, b.leading).count(True) == 1
         standby = b if leader is a else a
         leader.stop()  # releases the lock: the standby takes over within a renewal period
-        await wait_for(lambda: _leads(standby), timeout_s=5, what="the standby to lead")
+        await wait_for(lambda: _leads(standby), what="the standby to lead")
         assert not leader.leading
 
 
@@ -115,15 +114,15 @@ async def test_a_replica_that_loses_the_lock_stops_acting(fast: DurableSettings,
         # Its lease lapsed and another replica took the lock (a long GC pause, say).
         lock_key = store.keys.lock(LOCK_NAME)
         await store.redis.set(lock_key, "someone-else", px=60_000)
-        await wait_for(lambda: _not_leading(a), timeout_s=5, what="the replica to step down")
+        await wait_for(lambda: _not_leading(a), what="the replica to step down")
         sid = await new_session(store, chain(1))
         entry_id, job = await take_entry(store)
         await _retry_soon(store, job, entry_id)
         # Not the leader: it promotes nothing (and no worker runs here).
         assert await poll_until(lambda: _promoted(store, sid), timeout_s=1.0) is None
         await store.redis.delete(lock_key)  # the other replica went away
-        await wait_for(lambda: _leads(a), timeout_s=5, what="leadership again")
-        await wait_for(lambda: _promoted(store, sid), timeout_s=5, what="the timer promoted")
+        await wait_for(lambda: _leads(a), what="leadership again")
+        await wait_for(lambda: _promoted(store, sid), what="the timer promoted")
 
 
 async def _not_leading(service: SchedulerService) -> bool:
@@ -159,13 +158,15 @@ async def test_due_timers_are_promoted_with_no_worker_running(fast: DurableSetti
 
 # -- max_duration_s --------------------------------------------------------------------------
 async def test_max_duration_pauses_a_session_whose_step_is_still_running(
-        fast: DurableSettings, store: Store) -> None:
-    spec = chain(2, delay=2.5, budgets="budgets: {max_duration_s: 1}")
+        fast: DurableSettings, store: Store, breakpoints: StepBreakpoints) -> None:
+    spec = chain(2, budgets="budgets: {max_duration_s: 1}")
+    breakpoints.set("timed", "step:0")  # it runs on past the budget, until cleared
     sid = await new_session(store, spec)
     before = metrics.DURATION_PAUSES._value.get()
     worker = StepConsumer(fast, store)
     await worker.start()
     try:
+        await breakpoints.wait("timed", "step:0")
         async with running(fast):
             await wait_for(lambda: _status_is(store, sid, SessionStatus.PAUSED), timeout_s=10,
                            what="the scheduler to pause the session")
@@ -177,6 +178,7 @@ async def test_max_duration_pauses_a_session_whose_step_is_still_running(
             assert paused["worker"] == "scheduler"
             assert metrics.DURATION_PAUSES._value.get() - before == 1
             # The running step still finishes and commits; the next one is held.
+            breakpoints.clear("timed", "step:0")
             await wait_for(lambda: _committed(store, sid, 1), timeout_s=10,
                            what="the running step to commit")
             assert (await store.get_session(sid)).status == SessionStatus.PAUSED

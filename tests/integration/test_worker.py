@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from helpers import wait_for
+from helpers import StepBreakpoints, poll_until, wait_for
 
 from scheduler.loader import load_spec_text
 from scheduler.start import start_session
@@ -95,6 +95,8 @@ async def test_dead_consumers_entries_are_taken_over_once_each(
     """Entries a crashed worker held are re-claimed by a busy, small worker without
     idling out again while they wait for a slot (which would inflate deliveries)."""
     spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    # Steps that take time keep the workers busy while re-claimed entries would wait for a
+    # slot (what the test is about); nothing waits on that time itself.
     spec = spec.replace("provider: scripted", "provider: scripted\n  script: {delay_s: 0.3}")
     spec = spec.replace("  script:\n    rules:\n      - {reply: ok}\n", "")
     sids = [(await start_session(store, load_spec_text(spec, "ok.yaml")))[0] for _ in range(6)]
@@ -142,3 +144,34 @@ async def test_a_stopped_worker_leaves_the_group_unless_it_still_holds_entries(
                                  count=1)
     assert await store.retire_consumer("holder") == 0
     assert "holder" in await group_consumers(store)
+
+
+async def test_a_step_at_a_breakpoint_keeps_its_lease_until_cleared(
+        settings: DurableSettings, store: Store, breakpoints: StepBreakpoints) -> None:
+    """The tests' breakpoints (worker/faults.py) stop a step before its agent call with
+    its lease still renewed: another live worker never takes it over meanwhile."""
+    spec = SPEC.replace('- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
+    breakpoints.set("flaky", "step:1")
+    workers = [StepConsumer(settings, store), StepConsumer(settings, store)]
+    for worker in workers:
+        await worker.start()
+    try:
+        sid, _ = await start_session(store, load_spec_text(spec, "ok.yaml"))
+        (hit,) = await breakpoints.wait("flaky", "step:1")
+        assert (hit.session, hit.step, hit.reclaimed) == (sid, "step:1", False)
+        assert hit.worker in {w.name for w in workers}
+
+        async def reclaimed() -> bool:
+            return any(f["type"] == "step_reclaimed" for _, f in await store.events(sid))
+
+        # Held for three times claim_idle_ms: an unrenewed lease would have idled out.
+        assert await poll_until(reclaimed, timeout_s=3 * settings.claim_idle_ms / 1000) is None
+        assert (await store.get_session(sid)).steps_committed == 1
+        breakpoints.clear("flaky", "step:1")
+        await wait_for(lambda: ended(store, sid), what="session to end")
+    finally:
+        for worker in workers:
+            await worker.stop(grace_s=0)
+    assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
+    assert len(breakpoints.hits("flaky", "step:1")) == 1
+    assert not await reclaimed()
