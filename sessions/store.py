@@ -15,8 +15,8 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from sessions.errors import ConfigError, SessionNotFound
-from sessions.keys import CONSUMER_GROUP, Keys, new_session_id, shard_for_key
+from sessions.errors import ConfigError, IdempotencyConflict, SessionNotFound
+from sessions.keys import CONSUMER_GROUP, Keys, check_token, new_session_id, shard_for_key
 from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
 from sessions.scripts import Scripts
 
@@ -43,6 +43,7 @@ class NewSession:
     created_at: str
     created_ms: int
     idempotency_key: str | None = None
+    request_digest: str = ""  # what the idempotency key is bound to (scheduler/start.py)
     error: str = ""
     paused_reason: str = ""
     waiting: Sequence[dict[str, Any]] = ()
@@ -181,10 +182,13 @@ class Store:
     async def create_session(self, new: NewSession) -> tuple[str, bool]:
         """Create the session and enqueue its first steps atomically.
 
-        Returns (session id, created); an existing idempotency key returns its session.
+        Returns (session id, created); an existing idempotency key returns its session
+        when the request digest matches, and raises IdempotencyConflict when it does not.
         """
         k = self.keys
         shards = k.shards
+        if new.idempotency_key is not None:
+            check_token("idempotency key", new.idempotency_key)
         # An idempotency key fixes the shard, so its lookup key lives beside the session.
         shard = (shard_for_key(new.idempotency_key, shards) if new.idempotency_key
                  else random.randrange(shards))
@@ -216,9 +220,12 @@ class Store:
                   *self._index_keys(shard)],
             args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
                   new.idempotency_key or "", new.created_ms, new.status.value,
-                  dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers])],
+                  dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers]),
+                  new.request_digest],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
+        if verdict == "conflict":
+            raise IdempotencyConflict(new.idempotency_key or "")
         return found, verdict == "created"
 
     # -- the step path -------------------------------------------------------------
@@ -449,9 +456,9 @@ class Store:
                   if key not in (k.meta(session_id), k.conversations(session_id))]
         deleted = await self.scripts.delete(
             keys=[k.meta(session_id), k.conversations(session_id),
-                  k.idempotency(shard, _decode(idem) if idem else "-"), *others,
+                  k.stored_idempotency(shard, _decode(idem) if idem else "-"), *others,
                   *self._index_keys(shard)],
-            args=[session_id, k.conversation(session_id, ""), len(others)],
+            args=[session_id, k.conversation_prefix(session_id), len(others)],
         )
         if not deleted:
             raise SessionNotFound(session_id)
