@@ -16,7 +16,14 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from sessions.errors import ConfigError, IdempotencyConflict, SessionNotFound
-from sessions.keys import CONSUMER_GROUP, Keys, check_token, new_session_id, shard_for_key
+from sessions.keys import (
+    CONSUMER_GROUP,
+    Keys,
+    check_session_id,
+    check_token,
+    new_session_id,
+    shard_for_key,
+)
 from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
 from sessions.scripts import Scripts
 
@@ -132,6 +139,13 @@ class CommitRequest:
     # Human-in-the-loop steps still unanswered after this commit, and their timeouts.
     waiting: Sequence[dict[str, Any]] = ()
     timers: Sequence[tuple[int, StepJob]] = ()
+
+
+@dataclass(frozen=True)
+class ClaimedEntries:
+    cursor: str  # where the next call goes on
+    entries: list[tuple[str, dict[str, str]]]  # (entry id, fields) now pending under us
+    at_end: bool  # nothing left to look at after the cursor
 
 
 @dataclass(frozen=True)
@@ -341,10 +355,44 @@ class Store:
                 keys=[self.keys.stream(shard)], args=[CONSUMER_GROUP, consumer, min_idle_ms]))
         return retired
 
-    async def promote_timers(self, shard: int, now_ms: int, limit: int = 100) -> int:
+    async def promote_timers(self, shard: int, now_ms: int, limit: int = 100,
+                             session_id: str | None = None) -> int:
+        """Move due timers onto the stream: every session's, or `session_id`'s alone."""
+        only = check_session_id(session_id) if session_id else ""
         res = await self.scripts.promote_timers(
-            keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit])
+            keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit, only])
         return int(res)
+
+    # -- one session's entries (`durable run`, worker/embedded.py) -------------------------
+    async def claim_new_entries(self, session_id: str, consumer: str, after: str, count: int,
+                                scan: int = 500) -> ClaimedEntries:
+        """Entries of `session_id` after `after` that nobody was handed yet, made pending
+        under `consumer` (up to `count`; at most `scan` entries looked at)."""
+        return await self._claim(session_id, consumer, "new", after, count, scan, 0)
+
+    async def claim_idle_entries(self, session_id: str, consumer: str, cursor: str,
+                                 count: int, min_idle_ms: int, scan: int = 100
+                                 ) -> ClaimedEntries:
+        """Entries of `session_id` pending under another consumer, idle `min_idle_ms`."""
+        return await self._claim(session_id, consumer, "idle", cursor, count, scan, min_idle_ms)
+
+    async def _claim(self, session_id: str, consumer: str, mode: str, cursor: str, count: int,
+                     scan: int, min_idle_ms: int) -> ClaimedEntries:
+        shard = self.keys.shard(session_id)
+        res = await self.scripts.claim_session(
+            keys=[self.keys.stream(shard)],
+            args=[CONSUMER_GROUP, consumer, session_id, mode, cursor, max(1, count), scan,
+                  min_idle_ms])
+        entries = [(_decode(e[0]), {_decode(e[1][i]): _decode(e[1][i + 1])
+                                    for i in range(0, len(e[1]), 2)}) for e in res[1]]
+        return ClaimedEntries(_decode(res[0]), entries, bool(int(res[2])))
+
+    async def wait_for_entries(self, shard: int, after: str, block_ms: int) -> bool:
+        """Block until the shard's stream has an entry after `after` (a plain read: it
+        takes nothing from the group); False when `block_ms` passed first."""
+        reply = await self.redis.xread({self.keys.stream(shard): after}, count=1,
+                                       block=block_ms)
+        return bool(reply)
 
     async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
                               error: str) -> None:

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -46,14 +47,20 @@ class StepConsumer:
         self._slots = asyncio.Semaphore(settings.worker_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._readers = 0  # the first _readers loops read the streams
         self._stopping = asyncio.Event()
         self.started_at = now_iso()
 
     # -- lifecycle -----------------------------------------------------------------
+    def read_shards(self) -> Sequence[int]:
+        """The shards this consumer reads and promotes timers of: every one here."""
+        return range(self.store.keys.shards)
+
     async def start(self) -> None:
         await self.store.prepare()
-        shards = range(self.store.keys.shards)
+        shards = self.read_shards()
         self._loops = [asyncio.create_task(self._read_loop(k), name=f"read-{k}") for k in shards]
+        self._readers = len(self._loops)
         self._loops += [
             asyncio.create_task(self._timer_loop(), name="timers"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
@@ -66,7 +73,7 @@ class StepConsumer:
         whatever is still running then is cancelled and stays pending for another worker."""
         self._stopping.set()
         # Stop reading first, so nothing new arrives while running steps drain.
-        readers = self._loops[: self.store.keys.shards]
+        readers = self._loops[: self._readers]
         for loop in readers:
             loop.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
@@ -240,9 +247,9 @@ class StepConsumer:
     async def _timer_loop(self) -> None:
         interval = self.settings.timer_poll_ms / 1000
         while not self._stopping.is_set():
-            for shard in range(self.store.keys.shards):
+            for shard in self.read_shards():
                 try:
-                    await self.store.promote_timers(shard, now_ms())
+                    await self.promote_timers(shard)
                 except asyncio.CancelledError:
                     raise
                 except REDIS_DOWN as exc:
@@ -250,6 +257,9 @@ class StepConsumer:
                 except Exception:
                     log.exception("timers shard %d failed", shard)
             await self._pause(interval)
+
+    async def promote_timers(self, shard: int) -> int:
+        return await self.store.promote_timers(shard, now_ms())
 
     async def _heartbeat_loop(self) -> None:
         while not self._stopping.is_set():
