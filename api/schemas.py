@@ -303,8 +303,12 @@ class Health(BaseModel):
     status: Literal["ok", "degraded", "unavailable"] = Field(
         description="ok: Redis reachable and a worker seen recently; degraded: no recent "
         "worker; unavailable: Redis unreachable (503).")
-    redis: RedisHealth
-    workers: WorkerHealth
+    redis: RedisHealth | None = Field(
+        default=None, description="Only with the bearer token (or when the server sets "
+        "none): Redis's state and error.")
+    workers: WorkerHealth | None = Field(
+        default=None, description="Only with the bearer token (or when the server sets "
+        "none): the workers seen, by consumer name.")
 
 
 ERROR_DESCRIPTIONS = {

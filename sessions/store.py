@@ -164,10 +164,16 @@ def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],
             + sum(map(len, jobs)) + sum(len(k) + len(v) for k, v in artifacts.items()))
 
 
+# A session's event stream keeps about this many of its newest events (DURABLE_EVENTS_MAX).
+DEFAULT_EVENTS_MAX = 10_000
+
+
 class Store:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, events_max: int = DEFAULT_EVENTS_MAX
+                 ) -> None:
         self.redis = redis
         self.keys = keys
+        self.events_max = events_max
         self.scripts = Scripts.register(redis)
 
     # -- setup -------------------------------------------------------------------
@@ -235,7 +241,7 @@ class Store:
             args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
                   new.idempotency_key or "", new.created_ms, new.status.value,
                   dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers]),
-                  new.request_digest],
+                  new.request_digest, self.events_max],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
         if verdict == "conflict":
@@ -251,7 +257,8 @@ class Store:
             keys=[k.meta(sid), k.stream(shard), k.held(sid), k.results(sid), k.order(sid),
                   k.events(sid)],
             args=[CONSUMER_GROUP, consumer, entry_id, job.key, job.to_json(), known_results,
-                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS)), job.kind],
+                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS)), job.kind,
+                  self.events_max],
         )
         verdict = _decode(res[0])
         if verdict != "run":
@@ -285,7 +292,7 @@ class Store:
                   dumps(messages), lane, dumps(jobs), dumps(req.artifacts),
                   dumps([e.to_fields() for e in req.events]), checkpoint,
                   dumps(list(req.waiting)),
-                  dumps([[due, j.to_json()] for due, j in req.timers])],
+                  dumps([[due, j.to_json()] for due, j in req.timers]), self.events_max],
         )
         verdict = _decode(res[0])
         if verdict == "ok":
@@ -306,7 +313,7 @@ class Store:
             args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer,
                   "retry" if retry_at_ms is not None else "fail", retry_at_ms or 0,
                   job.retry().to_json(), job.to_json(), error, now_iso, now_ms,
-                  dumps([e.to_fields() for e in events])],
+                  dumps([e.to_fields() for e in events]), self.events_max],
         )
         return _decode(res[0])
 
@@ -319,7 +326,8 @@ class Store:
             keys=[k.meta(sid), k.events(sid), k.stream(shard), k.dead(shard),
                   k.failed_jobs(sid), k.results(sid), *self._index_keys(shard)],
             args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer, job.to_json(), deliveries,
-                  error, now_iso, now_ms, dumps([e.to_fields() for e in events])],
+                  error, now_iso, now_ms, dumps([e.to_fields() for e in events]),
+                  self.events_max],
         )
         return _decode(res[0])
 
@@ -405,7 +413,8 @@ class Store:
             await pipe.execute()
 
     async def add_event(self, session_id: str, event: Event) -> None:
-        await self.redis.xadd(self.keys.events(session_id), event.to_fields())  # type: ignore[arg-type]
+        await self.redis.xadd(self.keys.events(session_id), event.to_fields(),  # type: ignore[arg-type]
+                              maxlen=self.events_max, approximate=True)
 
     async def control(self, session_id: str, action: str, *, reason: str = "",
                       events: Sequence[Event] = (), sets: dict[str, Any] | None = None,
@@ -417,7 +426,7 @@ class Store:
             keys=[k.meta(session_id), k.events(session_id), k.stream(shard),
                   k.held(session_id), k.failed_jobs(session_id), *self._index_keys(shard)],
             args=[session_id, action, now_iso, now_ms, reason,
-                  dumps([e.to_fields() for e in events]), dumps(sets or {})],
+                  dumps([e.to_fields() for e in events]), dumps(sets or {}), self.events_max],
         )
         return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
@@ -550,7 +559,7 @@ class Store:
                   k.dead(shard), *self._index_keys(shard)],
             args=[session_id, dumps([list(s) for s in steps]), dumps(list(dead_ids)), now_iso,
                   now_ms, dumps([e.to_fields() for e in events]),
-                  dumps([e.to_fields() for e in resumed])],
+                  dumps([e.to_fields() for e in resumed]), self.events_max],
         )
         return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
@@ -602,7 +611,8 @@ class Store:
                   dumps([[lane, list(msgs)] for lane, msgs in lanes]),
                   dumps([j.to_json() for j in fork.jobs]),
                   dumps([e.to_fields() for e in fork.events]), fork.status.value,
-                  fork.created_ms, dumps([[due, j.to_json()] for due, j in fork.timers])],
+                  fork.created_ms, dumps([[due, j.to_json()] for due, j in fork.timers]),
+                  self.events_max],
         )
         if _decode(res[0]) != "created":
             raise ConfigError(f"session id {sid} exists already; fork not created")

@@ -4,7 +4,8 @@
 --       latest session of a spec there), then the six status index keys (last: _lib).
 -- ARGV: 1 sid, 2 meta fields (JSON object), 3 jobs (JSON array of job JSON strings),
 --       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status,
---       8 timers (JSON array of [due ms, job JSON]), 9 the request's digest
+--       8 timers (JSON array of [due ms, job JSON]), 9 the request's digest,
+--       10 events max (DURABLE_EVENTS_MAX)
 -- An idempotency key holds "<sid> <request digest>" (a bare sid, written before digests
 -- were kept, matches any request): the same key with another request is a 'conflict'.
 local sid = ARGV[1]
@@ -27,7 +28,7 @@ redis.call('HSET', KEYS[1], unpack(args))
 redis.call('HSET', KEYS[1], 'version', 1, 'status', ARGV[7])
 set_status(KEYS[1], sid, ARGV[7], tonumber(ARGV[6]))
 if ARGV[5] ~= '' then redis.call('SET', KEYS[2], sid .. ' ' .. ARGV[9]) end
-add_events(KEYS[3], ARGV[4])
+add_events(KEYS[3], ARGV[4], ARGV[10])
 for _, job in ipairs(cjson.decode(ARGV[3])) do
   if ARGV[7] == 'paused' then redis.call('RPUSH', KEYS[5], job) else enqueue(KEYS[4], job) end
 end
