@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessions import metrics
-from sessions.keys import CONSUMER_GROUP
+from sessions.keys import CONSUMER_GROUP, check_token
 from sessions.models import Event, StepJob, now_iso, now_ms
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -32,8 +33,10 @@ REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def consumer_name() -> str:
-    """Stable for the life of the process, unique across restarts."""
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    """Stable for the life of the process, unique across restarts; a host name's odd
+    characters become '-' (a consumer name is 1-255 printable ASCII characters)."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class StepConsumer:
@@ -41,7 +44,7 @@ class StepConsumer:
                  executor: StepExecutor | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.name = name or consumer_name()
+        self.name = check_token("consumer name", name or consumer_name())
         self.runner = StepRunner(settings, store, executor or StepExecutor(settings, store),
                                  self.name)
         self._slots = asyncio.Semaphore(settings.worker_concurrency)

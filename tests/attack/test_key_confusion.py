@@ -121,7 +121,15 @@ async def test_the_store_refuses_what_is_not_a_session_id(store: Store, finished
                 await call
     with pytest.raises(DurableError, match="conversation lane"):
         await store.conversation(finished, "a\nb", 10)
+    with pytest.raises(DurableError, match="idempotency key"):
+        store.keys.idempotency(0, "a b")
     assert await snapshot(store) == before
+
+
+def test_a_consumer_name_is_bounded(settings: DurableSettings, store: Store) -> None:
+    for bad in ("a b", "x" * 300, "tab\there"):
+        with pytest.raises(DurableError, match="consumer name"):
+            StepConsumer(settings, store, name=bad)
 
 
 async def test_other_ids_are_bounded_at_the_edges(
