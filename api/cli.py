@@ -22,7 +22,14 @@ from scheduler.history import event_docs
 from scheduler.loader import LoadedSpec, load_script_file, load_spec_file, parse_var_args
 from scheduler.status import session_status, summary
 from sessions.connect import open_store
-from sessions.errors import DurableError, SessionNotFound, SpecError
+from sessions.errors import (
+    DurableError,
+    IdempotencyConflict,
+    InvalidId,
+    SessionNotFound,
+    SpecError,
+)
+from sessions.keys import check_name, check_session_id, check_token
 from sessions.models import SessionStatus, StepResult
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -44,6 +51,26 @@ ScriptOpt = Annotated[Path | None, typer.Option(help="Rules for the scripted pro
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:
+    """A typer callback: an id not of its documented form is a usage error (exit 2)
+    naming it, before anything is read or written."""
+
+    def callback(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except InvalidId as exc:
+            raise fail(str(exc), EXIT_USAGE) from None
+
+    return callback
+
+
+SessionIdArg = Annotated[str, typer.Argument(
+    help="A session id (a UUID, as `durable submit` prints).",
+    callback=checked(check_session_id))]
+
+
 def exit_code(status: SessionStatus) -> int:
     """Of a session no longer running: 0 completed, 3 paused, 1 failed or cancelled."""
     if status == SessionStatus.COMPLETED:
@@ -60,7 +87,7 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command body; map expected failures to a message and an exit code."""
     try:
         return asyncio.run(coro)
-    except SpecError as exc:
+    except (SpecError, InvalidId, IdempotencyConflict) as exc:
         raise fail(str(exc), EXIT_USAGE) from None
     except ValidationError as exc:
         if exc.title != DurableSettings.__name__:
@@ -196,7 +223,9 @@ def submit(
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
     idempotency_key: Annotated[str | None, typer.Option(
-        help="Same key, same session: a repeated submit returns the first one.")] = None,
+        help="Same key, same request, same session: a repeated submit prints the first "
+        "one; the key with a different spec or variables is refused (exit 2).",
+        callback=checked(lambda v: check_token("idempotency key", v)))] = None,
 ) -> None:
     """Submit a workflow to the fleet; prints the session id alone."""
     from scheduler.start import start_session
@@ -212,7 +241,7 @@ def submit(
 
 # -- inspect -------------------------------------------------------------------------
 @app.command()
-def status(session_id: str, as_json: JsonOpt = False) -> None:
+def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """A session's status, token usage and pattern_state."""
     doc = run_async(with_store(lambda store: session_status(store, session_id)))
     if as_json:
@@ -232,7 +261,7 @@ def status(session_id: str, as_json: JsonOpt = False) -> None:
 
 @app.command()
 def wait(
-    session_id: str,
+    session_id: SessionIdArg,
     timeout: Annotated[float | None, typer.Option(help="Give up after S seconds.")] = None,
     poll: Annotated[float, typer.Option(help="Seconds between checks.")] = 0.2,
 ) -> None:
@@ -260,7 +289,7 @@ def wait(
 
 
 @app.command()
-def history(session_id: str, as_json: JsonOpt = False) -> None:
+def history(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """A session's events, oldest first."""
 
     async def body(store: Store) -> list[dict[str, Any]]:
@@ -280,7 +309,7 @@ def history(session_id: str, as_json: JsonOpt = False) -> None:
 
 # -- control -----------------------------------------------------------------------
 @app.command()
-def pause(session_id: str) -> None:
+def pause(session_id: SessionIdArg) -> None:
     """Pause at the next step boundary: running steps finish and commit."""
     from scheduler.control import pause as do_pause
 
@@ -289,7 +318,7 @@ def pause(session_id: str) -> None:
 
 
 @app.command()
-def cancel(session_id: str) -> None:
+def cancel(session_id: SessionIdArg) -> None:
     """Stop scheduling and mark the session cancelled."""
     from scheduler.control import cancel as do_cancel
 
@@ -299,7 +328,7 @@ def cancel(session_id: str) -> None:
 
 @app.command()
 def resume(
-    session_id: str,
+    session_id: SessionIdArg,
     hitl_response: Annotated[str | None, typer.Option(
         help="The answer to the human-in-the-loop step the session waits for.")] = None,
     var: VarOpt = None,
@@ -374,9 +403,11 @@ def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[s
 @app.command()
 def requeue(
     session_id: Annotated[str | None, typer.Argument(
-        help="The session whose failed or dead-lettered steps to requeue.")] = None,
+        help="The session whose failed or dead-lettered steps to requeue.",
+        callback=checked(check_session_id))] = None,
     step: Annotated[str | None, typer.Option(
-        "--step", metavar="KEY", help="Only this step (e.g. step:2).")] = None,
+        "--step", metavar="KEY", help="Only this step (e.g. step:2).",
+        callback=checked(lambda v: check_name("step key", v)))] = None,
     dead: Annotated[bool, typer.Option(
         "--dead", help="Dead-lettered entries only; without a session id, every one.")] = False,
     dry_run: Annotated[bool, typer.Option(
@@ -407,7 +438,7 @@ def requeue(
 
 @app.command()
 def checkpoints(
-    session_id: str,
+    session_id: SessionIdArg,
     n: Annotated[int | None, typer.Argument(
         help="Show this checkpoint in full, with its pattern_state.")] = None,
     as_json: JsonOpt = False,
@@ -443,7 +474,7 @@ def checkpoints(
 
 @app.command()
 def watch(
-    session_id: str,
+    session_id: SessionIdArg,
     timeout: Annotated[float | None, typer.Option(help="Give up after S seconds.")] = None,
     poll: Annotated[float, typer.Option(help="Seconds between reads.")] = 0.2,
 ) -> None:
@@ -528,14 +559,14 @@ def sessions_list(
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: str) -> None:
+def sessions_show(session_id: SessionIdArg) -> None:
     """Everything about one session, as JSON."""
     doc = run_async(with_store(lambda store: session_status(store, session_id)))
     print_json(doc)
 
 
 @sessions_app.command("delete")
-def sessions_delete(session_id: str) -> None:
+def sessions_delete(session_id: SessionIdArg) -> None:
     """Delete a session and everything it stored."""
     from scheduler.deletion import delete_session
 

@@ -20,6 +20,8 @@ from scheduler.requeue import NothingToRequeue
 from sessions.errors import (
     ConfigError,
     DurableError,
+    IdempotencyConflict,
+    InvalidId,
     InvalidTransition,
     LockNotAcquired,
     SessionNotFound,
@@ -61,6 +63,11 @@ def domain_error(exc: DurableError) -> ApiError:
     """The status and code of a domain error (pure: tested from a table)."""
     if isinstance(exc, SessionNotFound):
         return ApiError(404, "session_not_found", str(exc), {"session_id": exc.session_id})
+    if isinstance(exc, InvalidId):
+        return ApiError(422, "invalid_id", str(exc),
+                        {"kind": exc.kind, "expected": exc.expected})
+    if isinstance(exc, IdempotencyConflict):
+        return ApiError(409, "idempotency_key_reused", str(exc), {"key": exc.key})
     if isinstance(exc, InvalidTransition):
         return ApiError(409, "invalid_transition", str(exc),
                         {"session_id": exc.session_id, "status": exc.status,

@@ -13,6 +13,7 @@ from api.schemas import (
     ActionResponse,
     ForkResponse,
     ResumeRequest,
+    SessionIdPath,
     SignalRequest,
     error_responses,
 )
@@ -26,13 +27,13 @@ CONFLICT = error_responses(409)
 
 
 @router.post("/{session_id}/pause", response_model=ActionResponse, responses=CONFLICT)
-async def pause(session_id: str, store: StoreDep) -> ActionResponse:
+async def pause(session_id: SessionIdPath, store: StoreDep) -> ActionResponse:
     """Pause at the next step boundary: running steps finish and commit."""
     return ActionResponse(session_id=session_id, status=await control.pause(store, session_id))
 
 
 @router.post("/{session_id}/cancel", response_model=ActionResponse, responses=CONFLICT)
-async def cancel(session_id: str, store: StoreDep) -> ActionResponse:
+async def cancel(session_id: SessionIdPath, store: StoreDep) -> ActionResponse:
     """Stop scheduling and mark the session cancelled."""
     return ActionResponse(session_id=session_id, status=await control.cancel(store, session_id))
 
@@ -40,7 +41,7 @@ async def cancel(session_id: str, store: StoreDep) -> ActionResponse:
 @router.post("/{session_id}/resume", response_model=ActionResponse | ForkResponse,
              responses={**CONFLICT, 201: {"model": ForkResponse,
                                           "description": "Forked from a checkpoint"}})
-async def resume(session_id: str, store: StoreDep, response: Response,
+async def resume(session_id: SessionIdPath, store: StoreDep, response: Response,
                  body: Annotated[ResumeRequest | None, Body()] = None,
                  ) -> ActionResponse | ForkResponse:
     """Continue a paused or failed session: failed steps run again, nothing committed
@@ -64,7 +65,8 @@ async def resume(session_id: str, store: StoreDep, response: Response,
 
 
 @router.post("/{session_id}/signal", response_model=ActionResponse, responses=CONFLICT)
-async def signal(session_id: str, body: SignalRequest, store: StoreDep) -> ActionResponse:
+async def signal(session_id: SessionIdPath, body: SignalRequest, store: StoreDep
+                 ) -> ActionResponse:
     """Answer the human-in-the-loop step the session waits for; it then continues."""
     outcome = await control.resume(store, session_id, hitl_response=body.response)
     return ActionResponse(session_id=session_id, status=outcome.status, notes=outcome.notes)

@@ -9,10 +9,12 @@ from fastapi import APIRouter, Body, Path
 
 from api.deps import StoreDep
 from api.schemas import (
+    MAX_CHECKPOINT,
     CheckpointDetail,
     CheckpointList,
     RequeueRequest,
     RequeueResponse,
+    SessionIdPath,
     error_responses,
 )
 from scheduler.checkpoints import get_checkpoint, list_checkpoints
@@ -22,7 +24,7 @@ router = APIRouter(prefix="/v1/sessions", tags=["operations"])
 
 
 @router.get("/{session_id}/checkpoints", response_model=CheckpointList)
-async def checkpoints(session_id: str, store: StoreDep) -> CheckpointList:
+async def checkpoints(session_id: SessionIdPath, store: StoreDep) -> CheckpointList:
     """Every checkpoint (one per commit), numbered from 1: type, step, time, clean or not."""
     items: list[Any] = await list_checkpoints(store, session_id)
     return CheckpointList.model_validate({"items": items})
@@ -30,7 +32,7 @@ async def checkpoints(session_id: str, store: StoreDep) -> CheckpointList:
 
 @router.get("/{session_id}/checkpoints/{n}", response_model=CheckpointDetail,
             responses=error_responses(404, e404="No such session or checkpoint"))
-async def checkpoint(session_id: str, n: Annotated[int, Path(ge=1, le=10**9)],
+async def checkpoint(session_id: SessionIdPath, n: Annotated[int, Path(ge=1, le=MAX_CHECKPOINT)],
                      store: StoreDep) -> dict[str, Any]:
     """Checkpoint n in full: the pattern_state and token usage at that point."""
     return await get_checkpoint(store, session_id, n)
@@ -39,7 +41,7 @@ async def checkpoint(session_id: str, n: Annotated[int, Path(ge=1, le=10**9)],
 @router.post("/{session_id}/requeue", response_model=RequeueResponse,
              responses=error_responses(409, e409="Nothing to requeue, or the session is "
                                        "completed or cancelled"))
-async def requeue(session_id: str, store: StoreDep,
+async def requeue(session_id: SessionIdPath, store: StoreDep,
                   body: Annotated[RequeueRequest | None, Body()] = None) -> dict[str, Any]:
     """Put the session's failed or dead-lettered steps back on the stream (attempts
     reset, step_requeued recorded, the session running again)."""

@@ -16,9 +16,12 @@ from api.listing import BadCursor, ListQuery, decode_cursor, encode_cursor, list
 from api.schemas import (
     ArtifactInfo,
     ArtifactList,
+    ArtifactNamePath,
     EventOut,
     EventPage,
+    IdempotencyKeyHeader,
     SessionDetail,
+    SessionIdPath,
     SessionPage,
     SessionSummary,
     SubmitRequest,
@@ -39,10 +42,6 @@ STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
 # session still exists); an app may lower it (tests do).
 DEFAULT_FOLLOW_BLOCK_MS = 5_000
 
-IdempotencyKey = Annotated[str | None, Header(
-    alias="Idempotency-Key", min_length=1, max_length=255,
-    description="Same key, same session: a repeated submit answers 200 with the first one.")]
-
 
 def location(session_id: str) -> str:
     return f"/v1/sessions/{session_id}"
@@ -52,11 +51,15 @@ def location(session_id: str) -> str:
              responses={200: {"model": SubmitResponse,
                               "description": "The Idempotency-Key named an earlier session"},
                         201: {"description": "Created; Location names the session"},
-                        **error_responses(413)})
+                        **error_responses(
+                            409, 413, e409="The Idempotency-Key was used with a different "
+                            "request")})
 async def submit(body: SubmitRequest, request: Request, response: Response, store: StoreDep,
-                 idempotency_key: IdempotencyKey = None) -> SubmitResponse:
+                 idempotency_key: IdempotencyKeyHeader = None) -> SubmitResponse:
     """Submit a workflow. The session and its first steps are stored (one transaction)
-    before the answer is sent; an invalid spec stores nothing."""
+    before the answer is sent; an invalid spec stores nothing. An Idempotency-Key stands
+    for one request: repeated with the same spec and variables it answers the first
+    session (200), with different ones 409."""
     loaded = load_submitted(body.spec, body.variables, body.provider, body.script)
     await ensure_prepared(request.app)
     sid, created = await start_session(store, loaded, idempotency_key)
@@ -96,7 +99,7 @@ async def list_sessions(
 
 
 @router.get("/{session_id}", response_model=SessionDetail)
-async def get_session(session_id: str, store: StoreDep) -> dict[str, Any]:
+async def get_session(session_id: SessionIdPath, store: StoreDep) -> dict[str, Any]:
     """The status document of `durable status --json`."""
     return await session_status(store, session_id)
 
@@ -106,7 +109,7 @@ async def get_session(session_id: str, store: StoreDep) -> dict[str, Any]:
                              "description": "JSON history, or with ?follow=1 server-sent "
                              "events until the session ends"}})
 async def events(
-    session_id: str,
+    session_id: SessionIdPath,
     request: Request,
     store: StoreDep,
     follow: Annotated[bool, Query(description="Stream new events (SSE) until the session "
@@ -130,7 +133,7 @@ async def events(
 
 
 @router.get("/{session_id}/artifacts", response_model=ArtifactList)
-async def artifacts(session_id: str, store: StoreDep) -> ArtifactList:
+async def artifacts(session_id: SessionIdPath, store: StoreDep) -> ArtifactList:
     """The artifacts a completed session rendered (`outputs.artifacts`)."""
     await store.get_session(session_id)
     found = await store.artifacts(session_id)
@@ -141,7 +144,8 @@ async def artifacts(session_id: str, store: StoreDep) -> ArtifactList:
 @router.get("/{session_id}/artifacts/{name:path}", response_class=Response,
             responses={200: {"content": {"text/plain": {}},
                              "description": "The artifact's content"}})
-async def artifact(session_id: str, name: str, store: StoreDep) -> Response:
+async def artifact(session_id: SessionIdPath, name: ArtifactNamePath, store: StoreDep
+                   ) -> Response:
     """One artifact's content, typed by its name (text/plain by default)."""
     await store.get_session(session_id)
     body = (await store.artifacts(session_id)).get(name)
@@ -156,7 +160,7 @@ async def artifact(session_id: str, name: str, store: StoreDep) -> Response:
 
 
 @router.delete("/{session_id}", status_code=204, response_class=Response)
-async def delete(session_id: str, store: StoreDep) -> Response:
+async def delete(session_id: SessionIdPath, store: StoreDep) -> Response:
     """Delete the session and everything it stored."""
     await delete_session(store, session_id)
     return Response(status_code=204)

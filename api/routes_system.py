@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Security
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
 
-from api.auth import require_token
+from api.auth import bearer, require_token, token_matches
 from api.deps import SettingsDep, StoreDep
 from api.errors import REDIS_DOWN
 from api.schemas import Health, RedisHealth, WorkerHealth, error_responses
@@ -30,18 +31,28 @@ def worker_health(workers: list[WorkerInfo], window_s: float) -> WorkerHealth:
 
 @router.get("/healthz", response_model=Health,
             responses={503: {"model": Health, "description": "Redis is unreachable"}})
-async def healthz(store: StoreDep, settings: SettingsDep) -> Any:
+async def healthz(store: StoreDep, settings: SettingsDep,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                         Security(bearer)] = None) -> Any:
     """Liveness and readiness: 200 while Redis answers (status `degraded` when no worker
-    has been seen recently), 503 when it does not. Needs no token."""
+    has been seen recently), 503 when it does not. Needs no token; without it (when the
+    server sets one) the answer is the status alone: worker names, hosts and Redis's
+    errors are for holders of the token."""
+    detailed = token_matches(settings.api_token,
+                             credentials.credentials if credentials is not None else None)
     window_s = MISSED_BEATS * settings.heartbeat_s
     try:
         workers = await asyncio.wait_for(_workers(store, window_s), PING_TIMEOUT_S)
     except (*REDIS_DOWN, TimeoutError) as exc:
+        if not detailed:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
         down = Health(status="unavailable",
                       redis=RedisHealth(ok=False, error=str(exc) or type(exc).__name__),
                       workers=WorkerHealth(recent=0, known=0, window_s=window_s, names=[]))
         return JSONResponse(down.model_dump(), status_code=503)
     health = worker_health(workers, window_s)
+    if not detailed:
+        return JSONResponse({"status": "ok" if health.recent else "degraded"})
     return Health(status="ok" if health.recent else "degraded", redis=RedisHealth(ok=True),
                   workers=health)
 

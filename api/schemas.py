@@ -3,12 +3,54 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi import Header, Path
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.script import ScriptConfig
+from sessions.errors import InvalidId
+from sessions.keys import (
+    MAX_NAME_CHARS,
+    MAX_TOKEN_CHARS,
+    check_name,
+    check_session_id,
+    check_token,
+)
 from sessions.models import SessionStatus, TokenUsage
+
+# The largest checkpoint number taken (a session's commits are far fewer).
+MAX_CHECKPOINT = 10**9
+
+
+def _valid(check: Callable[[str], str]) -> AfterValidator:
+    """The check of sessions/keys.py as a pydantic validator: a 422 naming the value."""
+
+    def validate(value: str) -> str:
+        try:
+            return check(value)
+        except InvalidId as exc:
+            raise ValueError(str(exc)) from None
+
+    return AfterValidator(validate)
+
+
+# Ids in a path or body are checked here, before any route runs; the store refuses them
+# too (sessions/keys.py), so no caller reaches a key name with an unchecked id.
+SessionIdPath = Annotated[str, _valid(check_session_id), Path(
+    description="A session id (a UUID, as `POST /v1/sessions` answers)",
+    json_schema_extra={"format": "uuid"})]
+ArtifactNamePath = Annotated[str, _valid(lambda v: check_name("artifact name", v)), Path(
+    description="The artifact's path as `outputs.artifacts` names it",
+    json_schema_extra={"maxLength": MAX_NAME_CHARS})]
+StepKey = Annotated[str, _valid(lambda v: check_name("step key", v))]
+IdempotencyKeyHeader = Annotated[str | None, _valid(
+    lambda v: check_token("Idempotency-Key", v)), Header(
+    alias="Idempotency-Key", min_length=1, max_length=MAX_TOKEN_CHARS,
+    description="Same key, same request, same session: a repeated submit answers 200 with "
+    "the first one; the key used with a different request is refused (409). 1 to 255 "
+    "printable ASCII characters without spaces.")]
 
 # A spec is YAML (or JSON) text, or the same document as a JSON object.
 SpecBody = str | dict[str, Any]
@@ -66,7 +108,7 @@ class ResumeRequest(Strict):
         default=None, description="Continue with this spec (same pattern type); a changed "
         "hash is reported in `notes`.")
     from_checkpoint: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, le=MAX_CHECKPOINT,
         description="Fork a new session from checkpoint N of this one (the original is "
         "kept), with `variables` and `budgets` applied; answered 201 with the new "
         "session's Location. Not with `spec`.")
@@ -85,7 +127,7 @@ class SignalRequest(Strict):
 
 
 class RequeueRequest(Strict):
-    step: str | None = Field(default=None, min_length=1, max_length=256,
+    step: StepKey | None = Field(default=None, min_length=1, max_length=256,
                              description="Only this step (a failed or dead-lettered one).")
     dead: bool = Field(default=False, description="Only dead-lettered steps.")
     dry_run: bool = Field(default=False, description="Report what would move; move nothing.")
@@ -261,8 +303,12 @@ class Health(BaseModel):
     status: Literal["ok", "degraded", "unavailable"] = Field(
         description="ok: Redis reachable and a worker seen recently; degraded: no recent "
         "worker; unavailable: Redis unreachable (503).")
-    redis: RedisHealth
-    workers: WorkerHealth
+    redis: RedisHealth | None = Field(
+        default=None, description="Only with the bearer token (or when the server sets "
+        "none): Redis's state and error.")
+    workers: WorkerHealth | None = Field(
+        default=None, description="Only with the bearer token (or when the server sets "
+        "none): the workers seen, by consumer name.")
 
 
 ERROR_DESCRIPTIONS = {

@@ -32,30 +32,34 @@ def statuses_to_clean(keep_completed: bool) -> tuple[SessionStatus, ...]:
     return tuple(s for s in ended if not (keep_completed and s == SessionStatus.COMPLETED))
 
 
-async def _candidates(store: Store, statuses: tuple[SessionStatus, ...], cutoff: int
-                      ) -> list[tuple[float, str]]:
+async def _candidates(store: Store, statuses: tuple[SessionStatus, ...], cutoff: int,
+                      limit: int | None = None) -> list[tuple[float, str]]:
     found: list[tuple[float, str]] = []
     for shard in range(store.keys.shards):
         for status in statuses:
             key = store.keys.index_status(shard, status)
-            for sid, score in await store.redis.zrangebyscore(key, "-inf", cutoff,
-                                                              withscores=True):
+            for sid, score in await store.redis.zrangebyscore(
+                    key, "-inf", cutoff, withscores=True,
+                    start=None if limit is None else 0, num=limit):
                 found.append((float(score), sid.decode() if isinstance(sid, bytes) else sid))
-    return sorted(found)  # oldest first
+    return sorted(found)[:limit]  # oldest first
 
 
 async def cleanup_sessions(store: Store, *, max_age_days: float, keep_completed: bool = False,
-                           dry_run: bool = False, now: int | None = None) -> list[str]:
-    """The ids deleted (or, with dry_run, that would be), oldest first. `now` (epoch ms)
-    defaults to the clock."""
+                           dry_run: bool = False, now: int | None = None,
+                           limit: int | None = None, wait_s: float = 10) -> list[str]:
+    """The ids deleted (or, with dry_run, that would be), oldest first: the `limit`
+    oldest when given (the scheduler's retention deletes a batch per round). `now`
+    (epoch ms) defaults to the clock; LockNotAcquired when another cleanup keeps running
+    past `wait_s`."""
     cutoff = cutoff_ms(max_age_days, now_ms() if now is None else now)
     statuses = statuses_to_clean(keep_completed)
-    found = await _candidates(store, statuses, cutoff)
+    found = await _candidates(store, statuses, cutoff, limit)
     if dry_run:
         return [sid for _, sid in found]
     deleted: list[str] = []
     # One cleanup at a time; each session is also locked against a concurrent resume.
-    async with locked(store.redis, store.scripts, store.keys.lock("cleanup"), wait_s=10):
+    async with locked(store.redis, store.scripts, store.keys.lock("cleanup"), wait_s=wait_s):
         for _, sid in found:
             try:
                 async with session_lock(store, sid):

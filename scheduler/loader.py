@@ -50,7 +50,8 @@ from scheduler.spec import (
     WorkflowTask,
 )
 from scheduler.templates import KNOWN_GLOBALS, undeclared_condition_names, undeclared_names
-from sessions.errors import SpecError, TemplateError
+from sessions.errors import InvalidId, SpecError, TemplateError
+from sessions.keys import check_name
 
 __all__ = [
     "ARTIFACT_NAMES",
@@ -292,6 +293,7 @@ def _load(
     # runtime.script is our extension: the schema's runtime forbids unknown keys.
     spec_script = _take_script(data, source)
     _reject_agent_refs(data, source)
+    _check_agent_ids(data, source)
     _validate_schema(data, source)
     _check_providers(data, source)
     if script is not None or spec_script is not None:
@@ -355,6 +357,18 @@ def _reject_agent_refs(data: dict[str, Any], source: str) -> None:
                 "agent references ($ref) are not supported; define the agent inline "
                 "with its 'prompt'",
             )
+
+
+def _check_agent_ids(data: dict[str, Any], source: str) -> None:
+    """An agent's id names its conversation's Redis key: bounded, no control characters."""
+    agents = data.get("agents")
+    if not isinstance(agents, dict):
+        return
+    for agent_id in agents:
+        try:
+            check_name("agent id", str(agent_id))
+        except InvalidId as exc:
+            raise SpecError(source, "agents", str(exc)) from None
 
 
 def _check_providers(data: dict[str, Any], source: str) -> None:

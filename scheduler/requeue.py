@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.control import OPERATOR, session_lock
 from sessions.errors import DurableError, InvalidTransition, SessionNotFound
+from sessions.keys import is_session_id
 from sessions.models import Event, SessionStatus, StepJob, now_iso, now_ms
 from sessions.store import Store
 
@@ -234,7 +235,7 @@ async def _requeue_all_dead(store: Store, dry_run: bool) -> RequeueReport:
         by_session: dict[str, list[DeadLetter]] = {}
         for entry, fields in await store.dead_letters(shard):
             letter = DeadLetter.parse(shard, entry, fields)
-            if not letter.session_id or not letter.step or "job" not in fields:
+            if not is_session_id(letter.session_id) or not letter.step or "job" not in fields:
                 skipped.append(SkippedEntry(letter.session_id, letter.step, entry,
                                             "not a step job; left for inspection"))
                 continue

@@ -10,7 +10,13 @@ takes over at once (or after the TTL, if the leader died). The leader:
 - pauses running sessions past runtime.budgets.max_duration_s (scheduler/watchdog.py);
 - flags running sessions that stopped making progress (`session_stuck` events and the
   durable_sessions_stuck gauge);
-- forgets the heartbeats of workers gone for an hour, which keeps the fleet read bounded.
+- forgets the heartbeats of workers silent for DURABLE_WORKER_RETIRE_S and retires their
+  consumers from the groups once nothing is pending under them, which keeps the fleet
+  read (and `durable workers`) bounded;
+- expires ended sessions: completed, failed and cancelled ones not updated for
+  DURABLE_RETENTION_DAYS are deleted by the cleanup code (scheduler/cleanup.py: the
+  session's lock, a re-check, one atomic delete), a batch per round, in a task of its
+  own so a slow round never holds up the timers.
 Each of these is atomic and harmless twice, so two replicas that both believe they lead
 for a moment (a process paused past its TTL) do no damage.
 
@@ -32,10 +38,11 @@ import time
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from scheduler.cleanup import cleanup_sessions
 from scheduler.watchdog import DurationGuard, StuckWatch
 from sessions import metrics
 from sessions.connect import open_store
-from sessions.errors import ConfigError, LockLost
+from sessions.errors import ConfigError, LockLost, LockNotAcquired
 from sessions.fleet import group_consumers
 from sessions.locks import Lock
 from sessions.logs import configure_logging
@@ -47,8 +54,8 @@ log = logging.getLogger("durable.scheduler")
 
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 LOCK_NAME = "scheduler"
-FORGET_WORKERS_AFTER_S = 3600
 PROMOTE_BATCH = 100
+EXPIRE_BATCH = 200  # sessions deleted per retention round at most
 
 
 def replica_name() -> str:
@@ -72,6 +79,7 @@ class SchedulerService:
         # Stuck sessions are rare and slow to matter; finding them may scan a stream.
         self.stuck_check_s = max(settings.scheduler_check_s, settings.stuck_after_s / 10)
         self.checks = 0  # session checks run while leading (tests wait on it)
+        self.expiry_rounds = 0  # retention rounds run while leading (tests wait on it)
 
     # -- leadership ---------------------------------------------------------------
     @property
@@ -124,19 +132,50 @@ class SchedulerService:
         self.checks += 1
 
     async def forget_workers(self, now: int) -> int:
-        cutoff = now - FORGET_WORKERS_AFTER_S * 1000
+        """Forget the heartbeats of workers silent for worker_retire_s; retire their
+        consumers (and those of workers that never beat) once nothing is pending under
+        them and they were idle as long. Returns the heartbeats forgotten."""
+        retire_ms = int(self.settings.worker_retire_s * 1000)
         beats = await self.store.redis.hgetall(self.store.keys.workers())
-        gone = [name for name, raw in beats.items() if _last_seen_ms(raw) < cutoff]
+        gone = {name for name, raw in beats.items() if _last_seen_ms(raw) < now - retire_ms}
         if gone:
             await self.store.redis.hdel(self.store.keys.workers(), *gone)
         # Crashed workers' consumers, once others re-claimed their entries.
-        idle_ms = FORGET_WORKERS_AFTER_S * 1000
         for shard in range(self.store.keys.shards):
             for name, (pending, idle) in (await group_consumers(self.store, shard)).items():
-                if name not in beats and pending == 0 and idle >= idle_ms:
+                if (name not in beats or name in gone) and pending == 0 and idle >= retire_ms:
                     # The script checks again, atomically, before it drops the consumer.
-                    await self.store.retire_consumer(name, idle_ms, shards=(shard,))
+                    await self.store.retire_consumer(name, retire_ms, shards=(shard,))
         return len(gone)
+
+    async def expire_sessions(self, now: int) -> list[str]:
+        """Delete up to EXPIRE_BATCH ended sessions past retention_days, oldest first
+        (none when it is 0, or while an operator's `sessions cleanup` runs)."""
+        if self.settings.retention_days <= 0:
+            return []
+        try:
+            expired = await cleanup_sessions(self.store, max_age_days=self.settings.retention_days,
+                                             now=now, limit=EXPIRE_BATCH, wait_s=0)
+        except LockNotAcquired:
+            return []
+        if expired:
+            metrics.SESSIONS_EXPIRED.inc(len(expired))
+            log.info("expired %d session(s) older than %g days", len(expired),
+                     self.settings.retention_days)
+        return expired
+
+    async def _expire_loop(self) -> None:
+        """While leading: a retention round every scheduler_check_s."""
+        while not self._stopping.is_set():
+            if self.leading:
+                try:
+                    await self.expire_sessions(now_ms())
+                    self.expiry_rounds += 1
+                except REDIS_DOWN as exc:
+                    log.warning("scheduler: retention: Redis unavailable (%s)", exc)
+                except Exception:
+                    log.exception("scheduler: retention round failed")
+            await self._pause(self.settings.scheduler_check_s)
 
 
     async def tick(self) -> None:
@@ -153,6 +192,7 @@ class SchedulerService:
         await self.store.prepare()
         metrics.register_role("scheduler")
         leader = asyncio.create_task(self._lead(), name="scheduler-lock")
+        expiry = asyncio.create_task(self._expire_loop(), name="scheduler-retention")
         log.info("scheduler %s started (%d shard(s))", self.name, self.store.keys.shards)
         interval = self.settings.timer_poll_ms / 1000
         try:
@@ -170,7 +210,8 @@ class SchedulerService:
         finally:
             self._stopping.set()
             leader.cancel()
-            await asyncio.gather(leader, return_exceptions=True)
+            expiry.cancel()
+            await asyncio.gather(leader, expiry, return_exceptions=True)
             with contextlib.suppress(*REDIS_DOWN):
                 await self.lock.release()  # a standby takes over without waiting the TTL
             self._lease_until = 0.0
@@ -200,14 +241,16 @@ async def run_scheduler(settings: DurableSettings, metrics_port: int | None = No
     service = SchedulerService(settings, store)
     try:
         server = (metrics.start_fleet_metrics(port, settings.redis_url, store.keys,
-                                              settings.heartbeat_s) if port else None)
+                                              settings.heartbeat_s, settings.metrics_host)
+                  if port else None)
     except OSError as exc:
         await store.redis.aclose()
-        raise ConfigError(f"metrics port {port}: {exc.strerror or exc}; set "
-                          f"DURABLE_METRICS_PORT (or --metrics-port) to a free port, or 0"
-                          ) from None
+        raise ConfigError(f"metrics port {port} on {settings.metrics_host}: "
+                          f"{exc.strerror or exc}; "
+                          f"set DURABLE_METRICS_PORT (or --metrics-port) to a free port, or 0, "
+                          f"and DURABLE_METRICS_HOST to an address of this host") from None
     if server is not None:
-        log.info("metrics on http://0.0.0.0:%d/metrics", server.port)
+        log.info("metrics on http://%s:%d/metrics", settings.metrics_host, server.port)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, service.stop)

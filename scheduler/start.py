@@ -25,6 +25,14 @@ def spec_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def request_digest(spec_text: str, variables: dict[str, object]) -> str:
+    """What an idempotency key is bound to: the effective spec (overrides applied) and the
+    variables, so a repeat of the same request matches however the spec was sent (YAML
+    text, a JSON object, a file) and a different one does not."""
+    canonical = json.dumps(variables, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{spec_text}\n{canonical}".encode()).hexdigest()[:32]
+
+
 def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSession:
     """Pure: the session record and first jobs for `loaded` (render errors raise)."""
     pattern = loaded.spec.pattern.type
@@ -59,6 +67,7 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
         created_at=now_iso(),
         created_ms=created_ms,
         idempotency_key=idempotency_key,
+        request_digest=request_digest(text, dict(loaded.variables)) if idempotency_key else "",
         error=decision.reason,
         paused_reason=paused_reason,
         waiting=waiting,
@@ -69,5 +78,6 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
 
 async def start_session(store: Store, loaded: LoadedSpec,
                         idempotency_key: str | None = None) -> tuple[str, bool]:
-    """(session id, created). A repeated idempotency key returns the first session."""
+    """(session id, created). A repeated idempotency key returns the first session when
+    the request is the same; IdempotencyConflict when it is not."""
     return await store.create_session(new_session(loaded, idempotency_key))

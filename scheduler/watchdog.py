@@ -217,7 +217,8 @@ class StuckWatch:
                 pipe.multi()
                 event = Event(STUCK_EVENT, worker=SCHEDULER, at=now_iso(),
                               detail=stuck_detail((now_ms - score) / 1000))
-                pipe.xadd(keys.events(sid), event.to_fields())  # type: ignore[arg-type]
+                pipe.xadd(keys.events(sid), event.to_fields(),  # type: ignore[arg-type]
+                          maxlen=self.store.events_max, approximate=True)
                 await pipe.execute()
         except WatchError:
             return 0

@@ -27,4 +27,5 @@ def redis_client(url: str) -> Redis:
 
 def open_store(settings: DurableSettings, redis: Redis | None = None) -> Store:
     keys = Keys(prefix=settings.key_prefix, shards=settings.shards)
-    return Store(redis or redis_client(settings.redis_url), keys)
+    return Store(redis or redis_client(settings.redis_url), keys,
+                 events_max=settings.events_max)

@@ -31,6 +31,29 @@ class TemplateError(DurableError):
         super().__init__(f"{where}: {problem}")
 
 
+class InvalidId(DurableError):
+    """An id from outside (a session id, a step key, an idempotency key...) is not of
+    its documented form; nothing was read or written with it."""
+
+    def __init__(self, kind: str, value: object, expected: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.expected = expected
+        shown = value if not isinstance(value, str) or len(value) <= 80 else value[:80] + "..."
+        super().__init__(f"{kind} {shown!r} is not valid: expected {expected}")
+
+
+class IdempotencyConflict(DurableError):
+    """An idempotency key already used with a different request (spec or variables)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"idempotency key {key!r} was already used with a different request (another "
+            f"spec or other variables); a key stands for one request: use a new key for a "
+            f"new request")
+
+
 class SessionNotFound(DurableError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id

@@ -7,13 +7,57 @@ slot and a commit is one single-slot script.
 
 from __future__ import annotations
 
+import re
 import uuid
 import zlib
 from dataclasses import dataclass
 
+from sessions.errors import InvalidId
 from sessions.models import SessionStatus
 
 CONSUMER_GROUP = "workers"
+
+# What may reach a key name. A session id is exactly what new_session_id makes (a
+# lowercase UUID): anything else, `<sid>:results` say, would name another key of a
+# real session. The Keys methods below refuse what does not match, so no caller can
+# build a key from an unchecked id.
+SESSION_ID_FORM = "a session id (a UUID such as 3b241101-e2bb-4255-8caf-4136c566a962)"
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Step keys and conversation lanes (made of agent, branch, task and node ids): text
+# without control characters, bounded.
+MAX_NAME_CHARS = 512
+NAME_FORM = f"1 to {MAX_NAME_CHARS} characters, no control characters"
+_NAME = re.compile(rf"[^\x00-\x1f\x7f]{{1,{MAX_NAME_CHARS}}}")
+# Idempotency keys (and consumer names): 1-255 printable ASCII characters, no spaces,
+# as Stripe takes its keys.
+MAX_TOKEN_CHARS = 255
+TOKEN_FORM = f"1 to {MAX_TOKEN_CHARS} printable ASCII characters without spaces"
+_TOKEN = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")
+
+
+def is_session_id(value: object) -> bool:
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
+def check_session_id(value: str) -> str:
+    """`value` when it is a session id; InvalidId naming it otherwise."""
+    if not is_session_id(value):
+        raise InvalidId("session id", value, SESSION_ID_FORM)
+    return value
+
+
+def check_name(kind: str, value: str) -> str:
+    """A step key or conversation lane: bounded text without control characters."""
+    if not isinstance(value, str) or _NAME.fullmatch(value) is None:
+        raise InvalidId(kind, value, NAME_FORM)
+    return value
+
+
+def check_token(kind: str, value: str) -> str:
+    """An idempotency key or consumer name: bounded printable ASCII, no spaces."""
+    if not isinstance(value, str) or _TOKEN.fullmatch(value) is None:
+        raise InvalidId(kind, value, TOKEN_FORM)
+    return value
 
 
 def shard_of(session_id: str, shards: int) -> int:
@@ -60,6 +104,12 @@ class Keys:
         return [self.index_status(shard, s) for s in SessionStatus]
 
     def idempotency(self, shard: int, key: str) -> str:
+        return self.stored_idempotency(shard, check_token("idempotency key", key))
+
+    def stored_idempotency(self, shard: int, key: str) -> str:
+        """The key of an idempotency key read back from a session's own record: earlier
+        versions took any text, and its key is still deleted with the session (under
+        `idem:`, no text names another kind of key)."""
         return f"{self.tag(shard)}:idem:{key}"
 
     def index_spec(self, shard: int, spec_hash: str) -> str:
@@ -72,7 +122,7 @@ class Keys:
 
     # -- per session ---------------------------------------------------------
     def shard(self, session_id: str) -> int:
-        return shard_of(session_id, self.shards)
+        return shard_of(check_session_id(session_id), self.shards)
 
     def _s(self, session_id: str) -> str:
         return f"{self.tag(self.shard(session_id))}:s:{session_id}"
@@ -91,7 +141,11 @@ class Keys:
         return f"{self._s(session_id)}:events"
 
     def conversation(self, session_id: str, lane: str) -> str:
-        return f"{self._s(session_id)}:conv:{lane}"
+        return f"{self.conversation_prefix(session_id)}{check_name('conversation lane', lane)}"
+
+    def conversation_prefix(self, session_id: str) -> str:
+        """What every lane's key starts with (delete.lua appends each lane of the set)."""
+        return f"{self._s(session_id)}:conv:"
 
     def conversations(self, session_id: str) -> str:
         """Set of conversation lanes, so delete finds them all."""

@@ -97,6 +97,8 @@ STUCK = Gauge("durable_sessions_stuck", "Running sessions with no commit for stu
               "and no step queued, running or on a timer (leader's last check)",
               registry=None)
 STUCK_FLAGGED = Counter("durable_sessions_stuck_flagged", "session_stuck events written")
+SESSIONS_EXPIRED = Counter("durable_sessions_expired", "Ended sessions the scheduler deleted "
+                           "past DURABLE_RETENTION_DAYS")
 DURATION_PAUSES = Counter("durable_duration_budget_pauses", "Sessions the scheduler paused "
                           "for exceeding runtime.budgets.max_duration_s")
 
@@ -462,8 +464,11 @@ class MetricsServer:
             closer()
 
 
+DEFAULT_METRICS_HOST = "127.0.0.1"  # DURABLE_METRICS_HOST: loopback unless told
+
+
 def serve(port: int, registry: CollectorRegistry | Collector = REGISTRY,
-          addr: str = "0.0.0.0") -> MetricsServer:
+          addr: str = DEFAULT_METRICS_HOST) -> MetricsServer:
     """Serve `registry` on http://addr:port/metrics; OSError if the port is taken."""
     server, thread = prometheus_client.start_http_server(port, addr, registry=registry)
     return MetricsServer(int(server.server_address[1]), server, thread)
@@ -474,8 +479,8 @@ class RunningCount(Protocol):
     def running(self) -> int: ...
 
 
-def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int
-                         ) -> MetricsServer | None:
+def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int,
+                         host: str = DEFAULT_METRICS_HOST) -> MetricsServer | None:
     """A worker's metrics; served on `port` unless it is 0. A port already taken (two
     workers on one host with the default) is logged, never fatal: steps matter more."""
     register_role("worker")
@@ -485,12 +490,13 @@ def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int
     if not port:
         return None
     try:
-        server = serve(port)
+        server = serve(port, addr=host)
     except OSError as exc:
-        log.warning("metrics: cannot listen on port %d (%s); this worker serves no /metrics "
-                    "(set DURABLE_METRICS_PORT to a free port, or 0)", port, exc)
+        log.warning("metrics: cannot listen on port %d of %s (%s); this worker serves no "
+                    "/metrics (set DURABLE_METRICS_PORT to a free port, or 0, and "
+                    "DURABLE_METRICS_HOST to an address of this host)", port, host, exc)
         return None
-    log.info("metrics on http://0.0.0.0:%d/metrics", server.port)
+    log.info("metrics on http://%s:%d/metrics", host, server.port)
     return server
 
 
@@ -500,15 +506,15 @@ def stop_worker_metrics(server: MetricsServer | None) -> None:
         server.close()
 
 
-def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: float
-                        ) -> MetricsServer:
+def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: float,
+                        host: str = DEFAULT_METRICS_HOST) -> MetricsServer:
     """Process metrics plus the fleet gauges (the scheduler's /metrics)."""
     from sessions.redis_url import sync_redis_client  # Sentinel URLs too
 
     redis = sync_redis_client(redis_url, decode_responses=True, socket_timeout=5)
     registry = combined_registry(FleetCollector(redis, FleetReader(keys, heartbeat_s)))
     try:
-        server = serve(port, registry)
+        server = serve(port, registry, addr=host)
     except OSError:
         redis.close()
         raise

@@ -13,7 +13,7 @@ from redis.commands.core import AsyncScript
 _NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
-    "release", "requeue", "fork", "retire_consumer",
+    "release", "requeue", "fork", "retire_consumer", "claim_session",
 )
 
 
@@ -40,6 +40,7 @@ class Scripts:
     requeue: AsyncScript
     fork: AsyncScript
     retire_consumer: AsyncScript
+    claim_session: AsyncScript
 
     @classmethod
     def register(cls, redis: Redis) -> Scripts:

@@ -35,9 +35,21 @@ class DurableSettings(BaseSettings):
     bench_noop: bool = False
     # Observability and the scheduler role (sessions/metrics.py, scheduler/service.py).
     metrics_port: int = Field(default=9464, ge=0, le=65535)  # worker/scheduler /metrics; 0 = off
+    # Where /metrics listens: loopback unless told (the container image sets 0.0.0.0 for
+    # a Prometheus in another container or pod).
+    metrics_host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
     scheduler_lock_ttl_ms: int = Field(default=10_000, ge=300)  # leadership lapses after this
     scheduler_check_s: float = Field(default=5.0, gt=0)  # max_duration_s and stuck checks
     stuck_after_s: float = Field(default=900.0, gt=0)  # running, no commit, nothing queued
+    # Retention, by the scheduler's leader: completed, failed and cancelled sessions not
+    # updated for this many days are deleted with every key they own (idempotency key
+    # included); 0 keeps them forever.
+    retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    # A session's event stream keeps about this many of its newest events (XADD MAXLEN ~).
+    events_max: int = Field(default=10_000, ge=100)
+    # A worker silent this long is gone: the scheduler forgets its heartbeat and retires
+    # its consumer from the groups once others re-claimed what it held.
+    worker_retire_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     # HTTP API (`durable api`): where it listens; a token makes every route but
     # /healthz require `Authorization: Bearer <token>`.
     api_host: str = "127.0.0.1"

@@ -15,8 +15,15 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from sessions.errors import ConfigError, SessionNotFound
-from sessions.keys import CONSUMER_GROUP, Keys, new_session_id, shard_for_key
+from sessions.errors import ConfigError, IdempotencyConflict, SessionNotFound
+from sessions.keys import (
+    CONSUMER_GROUP,
+    Keys,
+    check_session_id,
+    check_token,
+    new_session_id,
+    shard_for_key,
+)
 from sessions.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
 from sessions.scripts import Scripts
 
@@ -43,6 +50,7 @@ class NewSession:
     created_at: str
     created_ms: int
     idempotency_key: str | None = None
+    request_digest: str = ""  # what the idempotency key is bound to (scheduler/start.py)
     error: str = ""
     paused_reason: str = ""
     waiting: Sequence[dict[str, Any]] = ()
@@ -134,6 +142,13 @@ class CommitRequest:
 
 
 @dataclass(frozen=True)
+class ClaimedEntries:
+    cursor: str  # where the next call goes on
+    entries: list[tuple[str, dict[str, str]]]  # (entry id, fields) now pending under us
+    at_end: bool  # nothing left to look at after the cursor
+
+
+@dataclass(frozen=True)
 class CommitOutcome:
     verdict: Literal["ok", "stale", "gone", "duplicate", "conflict"]
     version: int = 0
@@ -149,10 +164,16 @@ def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],
             + sum(map(len, jobs)) + sum(len(k) + len(v) for k, v in artifacts.items()))
 
 
+# A session's event stream keeps about this many of its newest events (DURABLE_EVENTS_MAX).
+DEFAULT_EVENTS_MAX = 10_000
+
+
 class Store:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, events_max: int = DEFAULT_EVENTS_MAX
+                 ) -> None:
         self.redis = redis
         self.keys = keys
+        self.events_max = events_max
         self.scripts = Scripts.register(redis)
 
     # -- setup -------------------------------------------------------------------
@@ -181,10 +202,13 @@ class Store:
     async def create_session(self, new: NewSession) -> tuple[str, bool]:
         """Create the session and enqueue its first steps atomically.
 
-        Returns (session id, created); an existing idempotency key returns its session.
+        Returns (session id, created); an existing idempotency key returns its session
+        when the request digest matches, and raises IdempotencyConflict when it does not.
         """
         k = self.keys
         shards = k.shards
+        if new.idempotency_key is not None:
+            check_token("idempotency key", new.idempotency_key)
         # An idempotency key fixes the shard, so its lookup key lives beside the session.
         shard = (shard_for_key(new.idempotency_key, shards) if new.idempotency_key
                  else random.randrange(shards))
@@ -216,9 +240,12 @@ class Store:
                   *self._index_keys(shard)],
             args=[sid, dumps(fields), dumps([j.to_json() for j in jobs]), dumps(events),
                   new.idempotency_key or "", new.created_ms, new.status.value,
-                  dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers])],
+                  dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers]),
+                  new.request_digest, self.events_max],
         )
         verdict, found = _decode(res[0]), _decode(res[1])
+        if verdict == "conflict":
+            raise IdempotencyConflict(new.idempotency_key or "")
         return found, verdict == "created"
 
     # -- the step path -------------------------------------------------------------
@@ -230,7 +257,8 @@ class Store:
             keys=[k.meta(sid), k.stream(shard), k.held(sid), k.results(sid), k.order(sid),
                   k.events(sid)],
             args=[CONSUMER_GROUP, consumer, entry_id, job.key, job.to_json(), known_results,
-                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS)), job.kind],
+                  dumps([started.to_fields()]), dumps(list(GATE_FIELDS)), job.kind,
+                  self.events_max],
         )
         verdict = _decode(res[0])
         if verdict != "run":
@@ -264,7 +292,7 @@ class Store:
                   dumps(messages), lane, dumps(jobs), dumps(req.artifacts),
                   dumps([e.to_fields() for e in req.events]), checkpoint,
                   dumps(list(req.waiting)),
-                  dumps([[due, j.to_json()] for due, j in req.timers])],
+                  dumps([[due, j.to_json()] for due, j in req.timers]), self.events_max],
         )
         verdict = _decode(res[0])
         if verdict == "ok":
@@ -285,7 +313,7 @@ class Store:
             args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer,
                   "retry" if retry_at_ms is not None else "fail", retry_at_ms or 0,
                   job.retry().to_json(), job.to_json(), error, now_iso, now_ms,
-                  dumps([e.to_fields() for e in events])],
+                  dumps([e.to_fields() for e in events]), self.events_max],
         )
         return _decode(res[0])
 
@@ -298,7 +326,8 @@ class Store:
             keys=[k.meta(sid), k.events(sid), k.stream(shard), k.dead(shard),
                   k.failed_jobs(sid), k.results(sid), *self._index_keys(shard)],
             args=[sid, job.key, entry_id, CONSUMER_GROUP, consumer, job.to_json(), deliveries,
-                  error, now_iso, now_ms, dumps([e.to_fields() for e in events])],
+                  error, now_iso, now_ms, dumps([e.to_fields() for e in events]),
+                  self.events_max],
         )
         return _decode(res[0])
 
@@ -334,10 +363,44 @@ class Store:
                 keys=[self.keys.stream(shard)], args=[CONSUMER_GROUP, consumer, min_idle_ms]))
         return retired
 
-    async def promote_timers(self, shard: int, now_ms: int, limit: int = 100) -> int:
+    async def promote_timers(self, shard: int, now_ms: int, limit: int = 100,
+                             session_id: str | None = None) -> int:
+        """Move due timers onto the stream: every session's, or `session_id`'s alone."""
+        only = check_session_id(session_id) if session_id else ""
         res = await self.scripts.promote_timers(
-            keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit])
+            keys=[self.keys.timers(shard), self.keys.stream(shard)], args=[now_ms, limit, only])
         return int(res)
+
+    # -- one session's entries (`durable run`, worker/embedded.py) -------------------------
+    async def claim_new_entries(self, session_id: str, consumer: str, after: str, count: int,
+                                scan: int = 500) -> ClaimedEntries:
+        """Entries of `session_id` after `after` that nobody was handed yet, made pending
+        under `consumer` (up to `count`; at most `scan` entries looked at)."""
+        return await self._claim(session_id, consumer, "new", after, count, scan, 0)
+
+    async def claim_idle_entries(self, session_id: str, consumer: str, cursor: str,
+                                 count: int, min_idle_ms: int, scan: int = 100
+                                 ) -> ClaimedEntries:
+        """Entries of `session_id` pending under another consumer, idle `min_idle_ms`."""
+        return await self._claim(session_id, consumer, "idle", cursor, count, scan, min_idle_ms)
+
+    async def _claim(self, session_id: str, consumer: str, mode: str, cursor: str, count: int,
+                     scan: int, min_idle_ms: int) -> ClaimedEntries:
+        shard = self.keys.shard(session_id)
+        res = await self.scripts.claim_session(
+            keys=[self.keys.stream(shard)],
+            args=[CONSUMER_GROUP, consumer, session_id, mode, cursor, max(1, count), scan,
+                  min_idle_ms])
+        entries = [(_decode(e[0]), {_decode(e[1][i]): _decode(e[1][i + 1])
+                                    for i in range(0, len(e[1]), 2)}) for e in res[1]]
+        return ClaimedEntries(_decode(res[0]), entries, bool(int(res[2])))
+
+    async def wait_for_entries(self, shard: int, after: str, block_ms: int) -> bool:
+        """Block until the shard's stream has an entry after `after` (a plain read: it
+        takes nothing from the group); False when `block_ms` passed first."""
+        reply = await self.redis.xread({self.keys.stream(shard): after}, count=1,
+                                       block=block_ms)
+        return bool(reply)
 
     async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
                               error: str) -> None:
@@ -350,7 +413,8 @@ class Store:
             await pipe.execute()
 
     async def add_event(self, session_id: str, event: Event) -> None:
-        await self.redis.xadd(self.keys.events(session_id), event.to_fields())  # type: ignore[arg-type]
+        await self.redis.xadd(self.keys.events(session_id), event.to_fields(),  # type: ignore[arg-type]
+                              maxlen=self.events_max, approximate=True)
 
     async def control(self, session_id: str, action: str, *, reason: str = "",
                       events: Sequence[Event] = (), sets: dict[str, Any] | None = None,
@@ -362,7 +426,7 @@ class Store:
             keys=[k.meta(session_id), k.events(session_id), k.stream(shard),
                   k.held(session_id), k.failed_jobs(session_id), *self._index_keys(shard)],
             args=[session_id, action, now_iso, now_ms, reason,
-                  dumps([e.to_fields() for e in events]), dumps(sets or {})],
+                  dumps([e.to_fields() for e in events]), dumps(sets or {}), self.events_max],
         )
         return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
@@ -449,9 +513,9 @@ class Store:
                   if key not in (k.meta(session_id), k.conversations(session_id))]
         deleted = await self.scripts.delete(
             keys=[k.meta(session_id), k.conversations(session_id),
-                  k.idempotency(shard, _decode(idem) if idem else "-"), *others,
+                  k.stored_idempotency(shard, _decode(idem) if idem else "-"), *others,
                   *self._index_keys(shard)],
-            args=[session_id, k.conversation(session_id, ""), len(others)],
+            args=[session_id, k.conversation_prefix(session_id), len(others)],
         )
         if not deleted:
             raise SessionNotFound(session_id)
@@ -495,7 +559,7 @@ class Store:
                   k.dead(shard), *self._index_keys(shard)],
             args=[session_id, dumps([list(s) for s in steps]), dumps(list(dead_ids)), now_iso,
                   now_ms, dumps([e.to_fields() for e in events]),
-                  dumps([e.to_fields() for e in resumed])],
+                  dumps([e.to_fields() for e in resumed]), self.events_max],
         )
         return _decode(res[0]), _decode(res[1]) if len(res) > 1 else ""
 
@@ -547,7 +611,8 @@ class Store:
                   dumps([[lane, list(msgs)] for lane, msgs in lanes]),
                   dumps([j.to_json() for j in fork.jobs]),
                   dumps([e.to_fields() for e in fork.events]), fork.status.value,
-                  fork.created_ms, dumps([[due, j.to_json()] for due, j in fork.timers])],
+                  fork.created_ms, dumps([[due, j.to_json()] for due, j in fork.timers]),
+                  self.events_max],
         )
         if _decode(res[0]) != "created":
             raise ConfigError(f"session id {sid} exists already; fork not created")

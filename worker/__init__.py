@@ -25,7 +25,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     from sessions import metrics
 
     ctx["durable_metrics"] = metrics.start_worker_metrics(
-        settings.metrics_port, consumer, settings.worker_concurrency)
+        settings.metrics_port, consumer, settings.worker_concurrency, settings.metrics_host)
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:

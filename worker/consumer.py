@@ -10,15 +10,17 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import socket
+from collections.abc import Sequence
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from sessions import metrics
-from sessions.keys import CONSUMER_GROUP
+from sessions.keys import CONSUMER_GROUP, check_token
 from sessions.models import Event, StepJob, now_iso, now_ms
 from sessions.settings import DurableSettings
 from sessions.store import Store
@@ -31,8 +33,10 @@ REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def consumer_name() -> str:
-    """Stable for the life of the process, unique across restarts."""
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    """Stable for the life of the process, unique across restarts; a host name's odd
+    characters become '-' (a consumer name is 1-255 printable ASCII characters)."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class StepConsumer:
@@ -40,20 +44,26 @@ class StepConsumer:
                  executor: StepExecutor | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.name = name or consumer_name()
+        self.name = check_token("consumer name", name or consumer_name())
         self.runner = StepRunner(settings, store, executor or StepExecutor(settings, store),
                                  self.name)
         self._slots = asyncio.Semaphore(settings.worker_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
+        self._readers = 0  # the first _readers loops read the streams
         self._stopping = asyncio.Event()
         self.started_at = now_iso()
 
     # -- lifecycle -----------------------------------------------------------------
+    def read_shards(self) -> Sequence[int]:
+        """The shards this consumer reads and promotes timers of: every one here."""
+        return range(self.store.keys.shards)
+
     async def start(self) -> None:
         await self.store.prepare()
-        shards = range(self.store.keys.shards)
+        shards = self.read_shards()
         self._loops = [asyncio.create_task(self._read_loop(k), name=f"read-{k}") for k in shards]
+        self._readers = len(self._loops)
         self._loops += [
             asyncio.create_task(self._timer_loop(), name="timers"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
@@ -66,7 +76,7 @@ class StepConsumer:
         whatever is still running then is cancelled and stays pending for another worker."""
         self._stopping.set()
         # Stop reading first, so nothing new arrives while running steps drain.
-        readers = self._loops[: self.store.keys.shards]
+        readers = self._loops[: self._readers]
         for loop in readers:
             loop.cancel()
         await asyncio.gather(*readers, return_exceptions=True)
@@ -240,9 +250,9 @@ class StepConsumer:
     async def _timer_loop(self) -> None:
         interval = self.settings.timer_poll_ms / 1000
         while not self._stopping.is_set():
-            for shard in range(self.store.keys.shards):
+            for shard in self.read_shards():
                 try:
-                    await self.store.promote_timers(shard, now_ms())
+                    await self.promote_timers(shard)
                 except asyncio.CancelledError:
                     raise
                 except REDIS_DOWN as exc:
@@ -250,6 +260,9 @@ class StepConsumer:
                 except Exception:
                     log.exception("timers shard %d failed", shard)
             await self._pause(interval)
+
+    async def promote_timers(self, shard: int) -> int:
+        return await self.store.promote_timers(shard, now_ms())
 
     async def _heartbeat_loop(self) -> None:
         while not self._stopping.is_set():

@@ -1,5 +1,6 @@
 """`durable run`: one process, no server: an in-process store (unless DURABLE_REDIS_URL
-is set), an in-process worker, and the session followed to its end."""
+is set), an in-process consumer of this session's steps alone
+(worker/session_consumer.py), and the session followed to its end."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sessions.connect import MEMORY_URL, open_store
 from sessions.models import SessionStatus, StepResult
 from sessions.settings import DurableSettings
 from sessions.store import SessionRecord, Store
-from worker.consumer import StepConsumer
+from worker.session_consumer import SessionConsumer
 
 POLL_S = 0.02
 
@@ -60,19 +61,23 @@ def final_response(record: SessionRecord, results: list[StepResult]) -> str:
 
 async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable[str]],
                    on_step: Callable[[StepResult], None]) -> RunOutcome:
-    """With an in-process worker, `begin` a session (start or resume it; it returns the
-    id) and follow it to its end."""
+    """`begin` a session (start or resume it; it returns the id) and run it to its end
+    with an in-process consumer that runs this session's steps alone: the Redis of
+    DURABLE_REDIS_URL may hold other sessions, and they are not ours to run."""
     store = open_store(settings)
-    consumer = StepConsumer(settings, store)
-    await consumer.start()
+    consumer: SessionConsumer | None = None
     try:
+        await store.prepare()
         session_id = await begin(store)
+        consumer = SessionConsumer(settings, store, session_id)
+        await consumer.start()
         record = await follow(store, session_id, on_step)
         results = await store.results(session_id)
         return RunOutcome(session_id, record, final_response(record, results),
                           await store.artifacts(session_id))
     finally:
-        await consumer.stop(grace_s=0)
+        if consumer is not None:
+            await consumer.stop(grace_s=0)
         await store.redis.aclose()
 
 

@@ -27,6 +27,8 @@ local function ack(stream, group, entry_id)
   redis.call('XDEL', stream, entry_id)
 end
 
+-- A session's events are capped at about `maxlen` (DURABLE_EVENTS_MAX): the oldest go
+-- first, in whole stream nodes (MAXLEN ~), so a session never grows without bound.
 local function add_events(events_key, events_json, maxlen)
   if events_json == nil or events_json == '' then return end
   for _, ev in ipairs(cjson.decode(events_json)) do
@@ -35,7 +37,7 @@ local function add_events(events_key, events_json, maxlen)
       args[#args + 1] = k
       args[#args + 1] = tostring(v)
     end
-    redis.call('XADD', events_key, '*', unpack(args))
+    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(args))
   end
 end
 

@@ -8,7 +8,8 @@
 --       16 conversation mode (none|append|replace), 17 messages (JSON array of JSON
 --       strings), 18 lane, 19 next jobs (JSON array of job JSON strings),
 --       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON,
---       23 steps waiting for a human (JSON array), 24 timers (JSON array of [due ms, job])
+--       23 steps waiting for a human (JSON array), 24 timers (JSON array of [due ms, job]),
+--       25 events max
 -- An empty entry id commits a step no stream entry carried (a human's answer): the
 -- version check is then the whole fence.
 local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
@@ -101,7 +102,7 @@ if mode ~= 'none' then
   checkpoint = string.sub(checkpoint, 1, -2) .. ',"lane_len":' .. redis.call('LLEN', KEYS[6]) .. '}'
 end
 redis.call('RPUSH', KEYS[9], checkpoint)
-add_events(KEYS[4], ARGV[21])
+add_events(KEYS[4], ARGV[21], ARGV[25])
 touch(meta, sid, ARGV[14], tonumber(ARGV[15]))
 if carried then ack(stream, group, entry) end
 return {'ok', tostring(new_version), redis.call('HGET', meta, 'status')}

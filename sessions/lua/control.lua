@@ -2,7 +2,7 @@
 -- so a step finishing meanwhile either sees the old status or the new one, never half.
 -- KEYS: 1 meta, 2 events, 3 stream, 4 held, 5 failed jobs, then the six index keys.
 -- ARGV: 1 sid, 2 action, 3 now iso, 4 now ms, 5 reason, 6 events (JSON array),
---       7 meta fields to set on resume (JSON object; may be '{}')
+--       7 meta fields to set on resume (JSON object; may be '{}'), 8 events max
 local meta, sid, action = KEYS[1], ARGV[1], ARGV[2]
 local now_ms = tonumber(ARGV[4])
 local status = redis.call('HGET', meta, 'status')
@@ -53,6 +53,6 @@ else
   return redis.error_reply('unknown action ' .. action)
 end
 bump_version(meta)
-add_events(KEYS[2], ARGV[6])
+add_events(KEYS[2], ARGV[6], ARGV[8])
 touch(meta, sid, ARGV[3], now_ms)
 return {'ok', redis.call('HGET', meta, 'status')}

@@ -3,14 +3,14 @@
 --       index keys.
 -- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 mode (retry|fail),
 --       7 due ms, 8 retry job JSON, 9 this job JSON, 10 error, 11 now iso, 12 now ms,
---       13 events (JSON array)
+--       13 events (JSON array), 14 events max
 local meta, stream, group, entry = KEYS[1], KEYS[3], ARGV[4], ARGV[3]
 if not owns(stream, group, entry, ARGV[5]) then return {'stale'} end
 ack(stream, group, entry)
 local status = redis.call('HGET', meta, 'status')
 if not status then return {'gone'} end
 if redis.call('HEXISTS', KEYS[6], ARGV[2]) == 1 then return {'duplicate'} end
-add_events(KEYS[2], ARGV[13])
+add_events(KEYS[2], ARGV[13], ARGV[14])
 if ARGV[6] == 'retry' and not is_terminal(status) then
   redis.call('ZADD', KEYS[4], tonumber(ARGV[7]), ARGV[8])
 else

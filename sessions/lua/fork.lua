@@ -7,7 +7,8 @@
 -- ARGV: 1 sid, 2 meta fields (JSON object), 3 results (JSON array of [step, result
 --       JSON]), 4 checkpoints (JSON array of JSON strings), 5 lanes (JSON array of
 --       [lane, [message JSON, ...]]), 6 jobs (JSON array of job JSON strings),
---       7 events (JSON array), 8 status, 9 now ms, 10 timers (JSON array of [due ms, job])
+--       7 events (JSON array), 8 status, 9 now ms, 10 timers (JSON array of [due ms, job]),
+--       11 events max
 local sid, status, now_ms = ARGV[1], ARGV[8], tonumber(ARGV[9])
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
 
@@ -41,7 +42,7 @@ for i, lane in ipairs(cjson.decode(ARGV[5])) do
   end
 end
 
-add_events(KEYS[4], ARGV[7])
+add_events(KEYS[4], ARGV[7], ARGV[11])
 for _, job in ipairs(cjson.decode(ARGV[6])) do
   if status == 'paused' then redis.call('RPUSH', KEYS[8], job) else enqueue(KEYS[5], job) end
 end

@@ -3,7 +3,8 @@
 -- KEYS: 1 meta, 2 stream, 3 held, 4 results, 5 order, 6 events
 -- ARGV: 1 group, 2 consumer, 3 entry id, 4 step key, 5 job JSON, 6 results already
 --       known to the caller, 7 step_started event (JSON array), 8 meta fields wanted
---       (JSON array), 9 job kind (a HITL timeout must get through a paused session)
+--       (JSON array), 9 job kind (a HITL timeout must get through a paused session),
+--       10 events max
 local meta, stream = KEYS[1], KEYS[2]
 if not owns(stream, ARGV[1], ARGV[3], ARGV[2]) then return {'stale'} end
 local status = redis.call('HGET', meta, 'status')
@@ -26,7 +27,7 @@ if status == 'failed' or (status == 'paused' and ARGV[9] ~= 'hitl_timeout') then
   ack(stream, ARGV[1], ARGV[3])
   return {'held'}
 end
-add_events(KEYS[6], ARGV[7])
+add_events(KEYS[6], ARGV[7], ARGV[10])
 local wanted = cjson.decode(ARGV[8])
 local values = redis.call('HMGET', meta, unpack(wanted))
 for i = 1, #values do if not values[i] then values[i] = '' end end

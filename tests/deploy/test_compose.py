@@ -227,6 +227,9 @@ def test_healthchecks_probe_where_each_role_listens(config: dict[str, Any],
     for role, port in role_ports(config, monkeypatch).items():
         url = services(config)[role]["environment"]["DURABLE_HEALTHCHECK_URL"]
         assert url.startswith(f"http://127.0.0.1:{port}/"), role
+        if role != "api":  # Prometheus scrapes /metrics from its own container
+            settings = settings_from(services(config)[role]["environment"], monkeypatch)
+            assert settings.metrics_host == "0.0.0.0", role
     assert role_ports(config, monkeypatch) == {"api": 8000, "worker": 9464, "scheduler": 9465}
 
 

@@ -134,6 +134,9 @@ def test_healthcheck_and_ports_match_what_the_roles_listen_on(stages: list[Stage
     assert "DURABLE_HEALTHCHECK_URL" in health and "--timeout=" in health
     env = " ".join(final.all("ENV"))
     assert "DURABLE_HEALTHCHECK_URL=http://127.0.0.1:8000/healthz" in env
+    # Metrics listen on loopback unless told; in the image, on every interface.
+    assert "DURABLE_METRICS_HOST=0.0.0.0" in env
+    assert DurableSettings.model_fields["metrics_host"].default == "127.0.0.1"
     defaults = DurableSettings.model_fields
     exposed = {int(p) for line in final.all("EXPOSE") for p in line.split()}
     assert {defaults["api_port"].default, defaults["metrics_port"].default, 9465} == exposed

@@ -202,6 +202,8 @@ def test_each_role_runs_its_command_non_root_with_probes(
         else:  # worker and scheduler serve /metrics on DURABLE_METRICS_PORT
             assert c["livenessProbe"]["httpGet"]["path"] == "/metrics"
             assert int(env["DURABLE_METRICS_PORT"]) == ports["metrics"]
+            # Prometheus and the probes come from outside the pod (loopback is the default).
+            assert env["DURABLE_METRICS_HOST"] == "0.0.0.0"
     for d in of_kind(docs, "Deployment"):
         pod = d["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True

@@ -74,11 +74,13 @@ def test_idempotent_submit(fleet_factory) -> None:
 
 def test_unknown_session_is_a_clear_error(fleet_factory) -> None:
     fleet: Fleet = fleet_factory()
-    for args in (["status", "nope"], ["wait", "nope"], ["history", "nope"],
-                 ["sessions", "show", "nope"], ["sessions", "delete", "nope"]):
+    # Well-formed and unknown (a malformed id is a usage error, exit 2).
+    nope = "00000000-0000-4000-8000-000000000000"
+    for args in (["status", nope], ["wait", nope], ["history", nope],
+                 ["sessions", "show", nope], ["sessions", "delete", nope]):
         result = fleet.cli(*args, check=False)
         assert result.returncode == 1, args
-        assert "session 'nope' not found" in result.stderr
+        assert f"session '{nope}' not found" in result.stderr
         assert "Traceback" not in result.stderr
 
 

@@ -15,6 +15,8 @@ from helpers import EXAMPLES, REPO, wait_for_sync
 
 pytestmark = pytest.mark.e2e
 
+NOPE = "00000000-0000-4000-8000-000000000000"  # well-formed, no such session
+
 CHAIN = """
 version: 0
 name: drill
@@ -129,7 +131,8 @@ def test_failed_step_requeued_once_the_model_is_pulled(fleet_factory, tmp_path: 
     assert f"session {sid}: step 'step:9' is not failed or dead-lettered (failed or " \
            f"dead-lettered steps: step:2)" in message
     refused(fleet, 1, "requeue", sid, "--dead")  # it failed, it was not dead-lettered
-    assert "session 'nope' not found" in refused(fleet, 1, "requeue", "nope")
+    assert f"session '{NOPE}' not found" in refused(fleet, 1, "requeue", NOPE)
+    assert "session id 'nope' is not valid" in refused(fleet, 2, "requeue", "nope")
     refused(fleet, 2, "requeue", "--step", "step:2")
     assert f"would requeue {sid} step:2" in fleet.cli("requeue", sid, "--dry-run").stdout
     assert status(fleet, sid) == "failed"
@@ -177,9 +180,9 @@ def test_checkpoints_and_fork_from_one(fleet_factory) -> None:
         fleet, 1, "checkpoints", sid, "9")
     assert "checkpoint 3 completed the session: nothing follows it" in refused(
         fleet, 1, "resume", sid, "--from-checkpoint", "3")
-    assert "session 'nope' not found" in refused(fleet, 1, "checkpoints", "nope")
-    assert "session 'nope' not found" in refused(
-        fleet, 1, "resume", "nope", "--from-checkpoint", "1")
+    assert f"session '{NOPE}' not found" in refused(fleet, 1, "checkpoints", NOPE)
+    assert f"session '{NOPE}' not found" in refused(
+        fleet, 1, "resume", NOPE, "--from-checkpoint", "1")
     refused(fleet, 2, "checkpoints", sid, "0")
     refused(fleet, 2, "resume", sid, "--from-checkpoint", "0")
     assert "not a whole number" in refused(
@@ -200,7 +203,7 @@ def test_watch_exits_like_wait(fleet_factory, tmp_path: Path) -> None:
     slow = fleet.cli("submit", spec_file(tmp_path, CHAIN, "slow.yaml")).stdout.strip()
     timed_out = fleet.cli("watch", slow, "--timeout", "1", check=False)
     assert timed_out.returncode == 124 and "timed out after 1.0s" in timed_out.stderr
-    assert "session 'nope' not found" in refused(fleet, 1, "watch", "nope")
+    assert f"session '{NOPE}' not found" in refused(fleet, 1, "watch", NOPE)
 
 
 def test_sessions_cleanup(fleet_factory, tmp_path: Path) -> None:

@@ -287,10 +287,11 @@ async def test_bad_forks_are_refused_and_create_nothing(store: Store, worker: Wo
         await fork_from_checkpoint(store, sid, 9)
     with pytest.raises(CheckpointNotFound, match="no checkpoint 0"):
         await get_checkpoint(store, sid, 0)
-    with pytest.raises(SessionNotFound, match="session 'nope' not found"):
-        await fork_from_checkpoint(store, "nope", 1)
+    unknown = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(SessionNotFound, match=f"session '{unknown}' not found"):
+        await fork_from_checkpoint(store, unknown, 1)
     with pytest.raises(SessionNotFound):
-        await list_checkpoints(store, "nope")
+        await list_checkpoints(store, unknown)
     with pytest.raises(ForkError, match="budget max_tokens exceeded"):
         await fork_from_checkpoint(store, sid, len(count))
     assert {r.session_id for r in await store.list_sessions()} == sessions_before

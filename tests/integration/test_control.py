@@ -271,8 +271,9 @@ async def test_graph_step_budget_pauses_and_set_lets_it_finish(
 async def test_control_of_an_unknown_session_writes_nothing(store: Store) -> None:
     from sessions.errors import SessionNotFound
 
+    ghost = "00000000-0000-4000-8000-000000000000"
     for action in (pause, cancel, resume):
         with pytest.raises(SessionNotFound):
-            await action(store, "ghost")
+            await action(store, ghost)
     assert [k async for k in store.redis.scan_iter(f"{store.keys.prefix}*")
-            if "ghost" in (k.decode() if isinstance(k, bytes) else k)] == []
+            if ghost in (k.decode() if isinstance(k, bytes) else k)] == []

@@ -224,8 +224,9 @@ async def test_bad_requests_are_refused_and_write_nothing(
         breakpoints: StepBreakpoints) -> None:
     sid = await failed_session(store, ollama)
     before = await snapshot(store)
-    with pytest.raises(SessionNotFound, match="session 'nope' not found"):
-        await requeue(store, "nope")
+    unknown = "00000000-0000-4000-8000-000000000000"
+    with pytest.raises(SessionNotFound, match=f"session '{unknown}' not found"):
+        await requeue(store, unknown)
     with pytest.raises(NothingToRequeue, match=r"step 'step:9' is not failed or "
                                                r"dead-lettered \(failed or dead-lettered "
                                                r"steps: step:2\)"):
@@ -268,12 +269,13 @@ async def test_the_script_refuses_a_stale_read(store: Store, ollama: FakeOllama,
 async def test_sweep_drops_dead_letters_that_are_resolved(store: Store) -> None:
     """A dead letter whose session was deleted is dropped; a raw one is kept."""
     dead = store.keys.dead(0)
-    await store.redis.xadd(dead, {"sid": "gone-session", "step": "step:0", "job": "{}",
+    gone = "00000000-0000-4000-8000-000000000000"
+    await store.redis.xadd(dead, {"sid": gone, "step": "step:0", "job": "{}",
                                   "deliveries": "6", "error": "kept dying"})
     await store.redis.xadd(dead, {"junk": "1", "entry": "1-1", "error": "not a step job: x"})
     plan = await requeue(store, None, dead=True, dry_run=True)
     assert [(s.session_id, s.reason, s.dropped) for s in plan.skipped] == [
-        ("gone-session", "session no longer exists", True),
+        (gone, "session no longer exists", True),
         ("", "not a step job; left for inspection", False)]
     assert await store.redis.xlen(dead) == 2
     await requeue(store, None, dead=True)

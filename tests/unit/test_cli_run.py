@@ -90,16 +90,19 @@ outputs:
     assert (tmp_path / "run.txt").read_text() == "about-the-run|chain|completed|6|36|True|True"
 
 
+SOME_ID = "3b241101-e2bb-4255-8caf-4136c566a962"  # a well-formed session id
+
+
 def test_a_bad_setting_is_a_usage_error_naming_the_variable(tmp_path: Path) -> None:
     env = {**os.environ, "DURABLE_SHARDS": "0"}
-    for args in (["status", "some-id"], ["run", str(EXAMPLES / "chain-research.yaml")]):
+    for args in (["status", SOME_ID], ["run", str(EXAMPLES / "chain-research.yaml")]):
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 2, result.output
         assert "DURABLE_SHARDS='0'" in result.output and "greater than or equal to 1" \
             in result.output
         assert "Traceback" not in result.output
     env = {**os.environ, "DURABLE_REDIS_URL": "garbage"}
-    for args in (["status", "some-id"], ["run", str(EXAMPLES / "chain-research.yaml")]):
+    for args in (["status", SOME_ID], ["run", str(EXAMPLES / "chain-research.yaml")]):
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 2, result.output
         assert "DURABLE_REDIS_URL='garbage'" in result.output and "redis://" in result.output
@@ -116,6 +119,6 @@ def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
         {"topic": "x", "tone": "warm"}, {"max_steps": 50, "max_tokens": 9})
     with pytest.raises(DurableError, match="at least 1"):
         parse_sets({"budgets.max_duration_s": "-5"})
-    result = runner.invoke(app, ["resume", "some-id", "--from-checkpoint", "1",
+    result = runner.invoke(app, ["resume", SOME_ID, "--from-checkpoint", "1",
                                  "--set", "novalue"])
     assert result.exit_code == 2 and "--set novalue: expected KEY=VALUE" in result.output
