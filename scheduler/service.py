@@ -200,7 +200,8 @@ async def run_scheduler(settings: DurableSettings, metrics_port: int | None = No
     service = SchedulerService(settings, store)
     try:
         server = (metrics.start_fleet_metrics(port, settings.redis_url, store.keys,
-                                              settings.heartbeat_s) if port else None)
+                                              settings.heartbeat_s, settings.redis_timeouts)
+                  if port else None)
     except OSError as exc:
         await store.redis.aclose()
         raise ConfigError(f"metrics port {port}: {exc.strerror or exc}; set "

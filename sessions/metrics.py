@@ -42,6 +42,7 @@ from redis import Redis as SyncRedis
 
 from sessions.keys import CONSUMER_GROUP, Keys
 from sessions.models import SessionStatus, StepResult
+from sessions.redis_url import Timeouts
 from sessions.store import CommitOutcome, CommitRequest, Store
 
 log = logging.getLogger("durable.metrics")
@@ -500,12 +501,12 @@ def stop_worker_metrics(server: MetricsServer | None) -> None:
         server.close()
 
 
-def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: float
-                        ) -> MetricsServer:
+def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: float,
+                        timeouts: Timeouts | None = None) -> MetricsServer:
     """Process metrics plus the fleet gauges (the scheduler's /metrics)."""
-    from sessions.redis_url import sync_redis_client  # Sentinel URLs too
+    from sessions.redis_url import sync_redis_client  # Sentinel and TLS URLs too
 
-    redis = sync_redis_client(redis_url, decode_responses=True, socket_timeout=5)
+    redis = sync_redis_client(redis_url, timeouts, decode_responses=True)
     registry = combined_registry(FleetCollector(redis, FleetReader(keys, heartbeat_s)))
     try:
         server = serve(port, registry)

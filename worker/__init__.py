@@ -7,6 +7,7 @@ from typing import Any
 
 from arq.connections import RedisSettings
 
+from sessions.errors import ConfigError
 from sessions.redis_url import arq_redis_settings
 from sessions.settings import DEFAULT_REDIS_URL
 
@@ -42,7 +43,7 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
 def _arq_redis_settings() -> RedisSettings:
     try:
         return arq_redis_settings(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
-    except (RuntimeError, ValueError):
+    except (RuntimeError, ValueError, ConfigError):
         # Importing this module must not fail (`durable run` imports it and reports a bad
         # URL itself); `arq worker` then fails to connect, naming the variable.
         return RedisSettings(host="invalid-DURABLE_REDIS_URL", conn_retries=0)
