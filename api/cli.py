@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -14,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -26,12 +28,14 @@ from sessions.errors import (
     DurableError,
     IdempotencyConflict,
     InvalidId,
+    RedisUrlError,
     SessionNotFound,
     SpecError,
 )
 from sessions.keys import check_name, check_session_id, check_token
 from sessions.models import SessionStatus, StepResult
-from sessions.settings import DurableSettings
+from sessions.redis_url import redact
+from sessions.settings import DEFAULT_REDIS_URL, DurableSettings, describe_settings_error
 from sessions.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
@@ -95,16 +99,26 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         raise settings_error(exc) from None
     except SessionNotFound as exc:
         raise fail(str(exc), EXIT_FAILED) from None
-    except RedisConnectionError as exc:
-        raise fail(f"cannot reach Redis ({exc}); set DURABLE_REDIS_URL", EXIT_FAILED) from None
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise fail(redis_unreachable(exc), EXIT_FAILED) from None
+    except RedisUrlError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
     except DurableError as exc:
         raise fail(str(exc), EXIT_FAILED) from None
 
 
 def settings_error(exc: ValidationError) -> typer.Exit:
-    first = exc.errors()[0]
-    name = "DURABLE_" + "_".join(str(part) for part in first["loc"]).upper()
-    return fail(f"{name}={first.get('input')!r}: {first['msg']}", EXIT_USAGE)
+    return fail(describe_settings_error(exc), EXIT_USAGE)
+
+
+def redis_unreachable(exc: Exception) -> str:
+    """Where we tried (the password masked), what went wrong, and a hint for the usual
+    mistake: a TLS URL against a plain-text port answers nothing until the timeout."""
+    url = os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL)
+    hint = ""
+    if isinstance(exc, RedisTimeoutError) and url.lower().startswith("rediss"):
+        hint = "; is that port TLS? a plain-text Redis never answers a TLS handshake"
+    return f"cannot reach Redis at {redact(url)} ({exc}){hint}; check DURABLE_REDIS_URL"
 
 
 def env_settings() -> DurableSettings:

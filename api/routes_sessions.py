@@ -124,6 +124,9 @@ async def events(
     await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
     if follow:
         block_ms = getattr(request.app.state, "follow_block_ms", DEFAULT_FOLLOW_BLOCK_MS)
+        # A blocking read must end before the socket timeout takes it for a dead Redis.
+        socket_ms = int(request.app.state.settings.redis_socket_timeout_s * 1000)
+        block_ms = max(100, min(block_ms, socket_ms - 1000))
         return StreamingResponse(
             sse.event_stream(store, session_id, last_event_id or after or "0-0", block_ms),
             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)

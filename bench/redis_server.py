@@ -38,12 +38,14 @@ class PrivateRedis:
             self.process.wait(timeout=10)
 
 
-def start_redis(extra: list[str] | None = None, workdir: Path | None = None) -> PrivateRedis:
-    """A redis-server on a free port, answering PING; RuntimeError if it cannot start."""
+def start_redis(extra: list[str] | None = None, workdir: Path | None = None,
+                port: int | None = None) -> PrivateRedis:
+    """A redis-server on a free port (or `port`: a restart of one killed), answering PING;
+    RuntimeError if it cannot start."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
-    port = free_port()
+    port = port or free_port()
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
     # Its own directory always: nothing it might write (a replica's sync) lands in the repo.

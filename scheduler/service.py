@@ -241,7 +241,8 @@ async def run_scheduler(settings: DurableSettings, metrics_port: int | None = No
     service = SchedulerService(settings, store)
     try:
         server = (metrics.start_fleet_metrics(port, settings.redis_url, store.keys,
-                                              settings.heartbeat_s, settings.metrics_host)
+                                              settings.heartbeat_s, settings.metrics_host,
+                                              settings.redis_timeouts)
                   if port else None)
     except OSError as exc:
         await store.redis.aclose()

@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.asyncio import Redis
 
 from sessions.keys import Keys
-from sessions.redis_url import is_sentinel_url, sentinel_client
+from sessions.redis_url import async_redis_client
 from sessions.settings import DurableSettings
 from sessions.store import Store
 
 MEMORY_URL = "memory://"
 
 
-def redis_client(url: str) -> Redis:
+def redis_client(settings: DurableSettings, **extra: Any) -> Redis:
+    """The client of every role, with the settings' timeouts; `extra` goes to each
+    connection (a worker passes its outage retry here)."""
+    url = settings.redis_url
     if url.startswith(MEMORY_URL):
         # The embedded default of `durable run`: nothing here claims durability.
         from fakeredis import FakeAsyncRedis
 
         return FakeAsyncRedis(decode_responses=True)
-    if is_sentinel_url(url):  # redis+sentinel://h1:26379,h2:26379/master/db
-        return sentinel_client(url, decode_responses=True, health_check_interval=30,
-                               socket_keepalive=True)
-    return Redis.from_url(url, decode_responses=True, health_check_interval=30,
-                          socket_keepalive=True)
+    return async_redis_client(url, settings.redis_timeouts, decode_responses=True,
+                              health_check_interval=30, **extra)
 
 
-def open_store(settings: DurableSettings, redis: Redis | None = None) -> Store:
+def open_store(settings: DurableSettings, redis: Redis | None = None, **extra: Any) -> Store:
     keys = Keys(prefix=settings.key_prefix, shards=settings.shards)
-    return Store(redis or redis_client(settings.redis_url), keys,
+    return Store(redis or redis_client(settings, **extra), keys,
                  events_max=settings.events_max)

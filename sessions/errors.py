@@ -11,6 +11,14 @@ class ConfigError(DurableError):
     """The process configuration (environment, CLI flags) is unusable."""
 
 
+class RedisUrlError(ConfigError):
+    """DURABLE_REDIS_URL is unusable; the message shows the URL with its password masked."""
+
+    def __init__(self, redacted_url: str, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"DURABLE_REDIS_URL {redacted_url}: {problem}")
+
+
 class SpecError(DurableError):
     """A workflow spec is invalid: names the file, the field path and the problem."""
 

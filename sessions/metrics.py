@@ -36,12 +36,14 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from redis import Redis as SyncRedis
 
 from sessions.keys import CONSUMER_GROUP, Keys
 from sessions.models import SessionStatus, StepResult
+from sessions.outage import RedisOutage
+from sessions.redis_url import Timeouts
 from sessions.store import CommitOutcome, CommitRequest, Store
 
 log = logging.getLogger("durable.metrics")
@@ -500,6 +502,36 @@ def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int,
     return server
 
 
+class RedisOutageCollector(Collector):
+    """A worker's own view of Redis (the fleet's `durable_redis_up` is the api's and the
+    scheduler's): whether it reaches Redis now, how many outages it rode out, how long."""
+
+    def __init__(self, outage: RedisOutage) -> None:
+        self.outage = outage
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("durable_worker_redis_up", "1 while this worker reaches "
+                               "Redis; 0 during an outage it is riding out")
+        up.add_metric([], 1 if self.outage.up else 0)
+        now = GaugeMetricFamily("durable_worker_redis_outage_seconds", "How long the "
+                                "current Redis outage has lasted (0 when Redis is up)")
+        now.add_metric([], self.outage.current_down_s)
+        count = CounterMetricFamily("durable_worker_redis_outages", "Redis outages this "
+                                    "worker rode out (or is riding out)")
+        count.add_metric([], self.outage.outages)
+        total = CounterMetricFamily("durable_worker_redis_down_seconds", "Seconds this "
+                                    "worker spent waiting for Redis, all outages")
+        total.add_metric([], self.outage.total_down_s)
+        yield from (up, now, count, total)
+
+
+def watch_redis_outages(outage: RedisOutage) -> RedisOutageCollector:
+    """Export a worker's outage state on the default registry (once per process)."""
+    collector = RedisOutageCollector(outage)
+    REGISTRY.register(collector)
+    return collector
+
+
 def stop_worker_metrics(server: MetricsServer | None) -> None:
     WORKER_UP.set(0)
     if server is not None:
@@ -507,11 +539,12 @@ def stop_worker_metrics(server: MetricsServer | None) -> None:
 
 
 def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: float,
-                        host: str = DEFAULT_METRICS_HOST) -> MetricsServer:
+                        host: str = DEFAULT_METRICS_HOST,
+                        timeouts: Timeouts | None = None) -> MetricsServer:
     """Process metrics plus the fleet gauges (the scheduler's /metrics)."""
-    from sessions.redis_url import sync_redis_client  # Sentinel URLs too
+    from sessions.redis_url import sync_redis_client  # Sentinel and TLS URLs too
 
-    redis = sync_redis_client(redis_url, decode_responses=True, socket_timeout=5)
+    redis = sync_redis_client(redis_url, timeouts, decode_responses=True)
     registry = combined_registry(FleetCollector(redis, FleetReader(keys, heartbeat_s)))
     try:
         server = serve(port, registry, addr=host)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sessions.errors import RedisUrlError
+from sessions.redis_url import Timeouts, parse_redis_url, redact
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # memory:// is the in-process store of `durable run`; the +sentinel ones go through Sentinel.
@@ -13,7 +16,14 @@ REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel",
 class DurableSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
-    redis_url: str = DEFAULT_REDIS_URL
+    # repr=False: a settings object in a log or traceback never shows the password.
+    redis_url: str = Field(default=DEFAULT_REDIS_URL, repr=False)
+    # Every Redis connection of every role: TCP + TLS handshake + AUTH within connect,
+    # any reply within socket (longer than the longest blocking read, XREADGROUP BLOCK).
+    redis_connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    redis_socket_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # A worker rides out a Redis outage this long (reconnecting with backoff), then exits.
+    redis_outage_s: float = Field(default=300.0, ge=0)
     key_prefix: str = Field(default="durable", pattern=r"^[A-Za-z0-9_.:-]+$")
     shards: int = Field(default=1, ge=1, le=1024)
 
@@ -54,7 +64,7 @@ class DurableSettings(BaseSettings):
     # /healthz require `Authorization: Bearer <token>`.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
-    api_token: str | None = None
+    api_token: str | None = Field(default=None, repr=False)
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
@@ -63,11 +73,28 @@ class DurableSettings(BaseSettings):
 
     @field_validator("redis_url")
     @classmethod
-    def _known_scheme(cls, url: str) -> str:
+    def _usable_url(cls, url: str) -> str:
         scheme, sep, rest = url.partition("://")
         if not sep or scheme.lower() not in REDIS_SCHEMES or (not rest and scheme != "memory"):
             raise ValueError(f"expected {', '.join(s + '://...' for s in REDIS_SCHEMES)}")
+        if scheme.lower() != "memory":
+            try:
+                parse_redis_url(url)
+            except RedisUrlError as exc:
+                raise ValueError(exc.problem) from None
         return url
+
+    @model_validator(mode="after")
+    def _socket_outlasts_blocking_reads(self) -> DurableSettings:
+        if self.redis_socket_timeout_s * 1000 < self.read_block_ms + 1000:
+            raise ValueError(f"DURABLE_REDIS_SOCKET_TIMEOUT_S ({self.redis_socket_timeout_s}) "
+                             f"must exceed DURABLE_READ_BLOCK_MS ({self.read_block_ms} ms) "
+                             "by 1 s, or every idle XREADGROUP times out")
+        return self
+
+    @property
+    def redis_timeouts(self) -> Timeouts:
+        return Timeouts(self.redis_connect_timeout_s, self.redis_socket_timeout_s)
 
     @property
     def effective_lease_renew_ms(self) -> int:
@@ -78,3 +105,23 @@ class DurableSettings(BaseSettings):
     def _empty_token_is_none(cls, value: str | None) -> str | None:
         # `DURABLE_API_TOKEN=` (empty) means no token, not a token everyone matches.
         return value or None
+
+
+SECRET_SETTINGS = {"api_token"}  # never echoed
+REDACTED_SETTINGS = {"redis_url"}  # echoed without the password
+
+
+def describe_settings_error(exc: ValidationError) -> str:
+    """The first problem, naming the variable: `DURABLE_SHARDS=0: Input should be...`,
+    never a secret (the API token is left out, the Redis password masked)."""
+    first = exc.errors()[0]
+    field = "_".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if not field:  # a check across settings names them itself
+        return message
+    name = f"DURABLE_{field.upper()}"
+    value = first.get("input")
+    if field in SECRET_SETTINGS or not isinstance(value, str | int | float):
+        return f"{name}: {message}"
+    shown = redact(value) if field in REDACTED_SETTINGS and isinstance(value, str) else value
+    return f"{name}={shown!r}: {message}"

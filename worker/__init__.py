@@ -1,31 +1,153 @@
-"""The worker: `arq worker.WorkerSettings` runs a process that hosts the step consumer."""
+"""The worker: `arq worker worker.WorkerSettings` runs a process that hosts the step consumer.
+
+arq is handed a client built here from DURABLE_REDIS_URL with the same options as the
+store's (TLS, ACL user, Sentinel, timeouts), and both clients ride out Redis outages
+(sessions/outage.py): one line when Redis goes away, one when it is back, and past
+DURABLE_REDIS_OUTAGE_S one line and exit 75. A worker that cannot start (a bad setting)
+says why in one line and exits 2.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from arq.connections import RedisSettings
+from arq.connections import ArqRedis, RedisSettings
+from pydantic import ValidationError
+from redis.asyncio.connection import ConnectionPool
 
-from sessions.redis_url import arq_redis_settings
-from sessions.settings import DEFAULT_REDIS_URL
+from sessions.errors import RedisUrlError
+from sessions.outage import RedisOutage, outage_client_kwargs
+from sessions.redis_url import arq_redis_settings, async_redis_client, redact
+from sessions.settings import DurableSettings, describe_settings_error
+
+if TYPE_CHECKING:
+    from arq.worker import Worker
+
+log = logging.getLogger("durable.worker")
+
+EXIT_BAD_CONFIG = 2
+EXIT_REDIS_OUTAGE = 75  # EX_TEMPFAIL: a supervisor may start it again later
+MEMORY_URL = "memory://"
+
+
+def _announce(level: int, message: str) -> None:
+    # arq touches Redis before our startup hook runs: make sure the line is formatted.
+    from sessions.logs import configure_logging
+
+    configure_logging()
+    log.log(level, message)
+
+
+def _exit(code: int, reason: str) -> NoReturn:
+    """One line, then exit at once: during an outage nothing is left to clean up (the
+    running steps' entries stay pending in Redis for another worker), and arq's own
+    shutdown would wait on Redis again."""
+    _announce(logging.CRITICAL, reason)
+    logging.shutdown()
+    os._exit(code)
+
+
+class _RefusingPool(ConnectionPool):
+    """arq's pool when the settings are unusable: its first use reports them and exits."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _exit(EXIT_BAD_CONFIG, f"worker not started: {self.problem}")
+
+
+@dataclass
+class WorkerProcess:
+    """What an `arq worker` process runs with, read from the environment at import (arq
+    takes its client from the WorkerSettings class). Never raises: a bad setting is kept
+    as `problem` and reported when the worker starts, not when something imports us."""
+
+    settings: DurableSettings | None
+    outage: RedisOutage | None
+    problem: str = ""
+
+    @classmethod
+    def from_env(cls) -> WorkerProcess:
+        try:
+            settings = DurableSettings()
+        except ValidationError as exc:
+            return cls(None, None, describe_settings_error(exc))
+        if settings.redis_url.startswith(MEMORY_URL):
+            return cls(None, None, "DURABLE_REDIS_URL memory:// is `durable run`'s "
+                                   "in-process store; a worker needs a real Redis")
+        outage = RedisOutage(settings.redis_outage_s, redact(settings.redis_url),
+                             announce=_announce,
+                             on_give_up=lambda reason: _exit(EXIT_REDIS_OUTAGE, reason))
+        return cls(settings, outage)
+
+    def arq_client(self) -> ArqRedis:
+        if self.settings is None or self.outage is None:
+            return ArqRedis(connection_pool=_RefusingPool(self.problem))
+        return async_redis_client(self.settings.redis_url, self.settings.redis_timeouts,
+                                  redis_class=ArqRedis, health_check_interval=30,
+                                  **outage_client_kwargs(self.outage))
+
+    def arq_settings(self) -> RedisSettings:
+        """For `arq --check` only (the worker itself uses `arq_client`)."""
+        if self.settings is not None:
+            try:
+                return arq_redis_settings(self.settings.redis_url, self.settings.redis_timeouts)
+            except RedisUrlError:
+                pass
+        return RedisSettings(host="invalid-DURABLE_REDIS_URL", conn_retries=0)
+
+
+PROCESS = WorkerProcess.from_env()
+_metrics_watched = False
+
+
+def _stop_riding_on_signal(outage: RedisOutage) -> None:
+    """On SIGTERM/SIGINT stop waiting for Redis, so a worker told to stop during an
+    outage exits at once instead of at the outage limit. arq offers `Worker.on_stop`
+    but no way to set it from WorkerSettings; `on_startup` runs inside Worker.main."""
+    from arq.worker import Worker
+
+    task = asyncio.current_task()
+    frame = getattr(task.get_coro(), "cr_frame", None) if task else None
+    worker: Worker | None = frame.f_locals.get("self") if frame is not None else None
+    if not isinstance(worker, Worker):
+        return
+    previous = worker.on_stop
+
+    def on_stop(sig: Any) -> None:
+        outage.stop()
+        if previous is not None:
+            previous(sig)
+
+    worker.on_stop = on_stop
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
+    from sessions import metrics
     from sessions.connect import open_store
     from sessions.logs import configure_logging
-    from sessions.settings import DurableSettings
     from worker.consumer import StepConsumer
 
+    global _metrics_watched
     configure_logging()
-    settings = DurableSettings()
-    consumer = StepConsumer(settings, open_store(settings))
+    settings, outage = PROCESS.settings, PROCESS.outage
+    if settings is None or outage is None:
+        _exit(EXIT_BAD_CONFIG, f"worker not started: {PROCESS.problem}")
+    _stop_riding_on_signal(outage)
+    consumer = StepConsumer(settings, open_store(settings, **outage_client_kwargs(outage)))
     await consumer.start()
     ctx["durable_consumer"] = consumer
-    from sessions import metrics
-
     ctx["durable_metrics"] = metrics.start_worker_metrics(
         settings.metrics_port, consumer, settings.worker_concurrency, settings.metrics_host)
+    if not _metrics_watched:  # `arq --watch` runs startup again in the same process
+        metrics.watch_redis_outages(outage)
+        _metrics_watched = True
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
@@ -39,15 +161,6 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
         metrics.stop_worker_metrics(ctx.pop("durable_metrics"))
 
 
-def _arq_redis_settings() -> RedisSettings:
-    try:
-        return arq_redis_settings(os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL))
-    except (RuntimeError, ValueError):
-        # Importing this module must not fail (`durable run` imports it and reports a bad
-        # URL itself); `arq worker` then fails to connect, naming the variable.
-        return RedisSettings(host="invalid-DURABLE_REDIS_URL", conn_retries=0)
-
-
 async def ping(ctx: dict[str, Any]) -> str:
     """arq needs one function; steps travel on our own streams, not arq's queue."""
     return "pong"
@@ -57,7 +170,8 @@ class WorkerSettings:
     functions = [ping]
     on_startup = _startup
     on_shutdown = _shutdown
-    # The same URL as the steps' store, Sentinel included (arq's from_dsn knows no Sentinel).
-    redis_settings = _arq_redis_settings()
+    # arq's own connection: the store's URL and options, riding out outages too.
+    redis_pool = PROCESS.arq_client()
+    redis_settings = PROCESS.arq_settings()
     queue_name = os.environ.get("DURABLE_KEY_PREFIX", "durable") + ":arq"
     health_check_interval = 30
