@@ -16,6 +16,7 @@ from helpers import RedisServer, free_port, random_prefix
 pytestmark = pytest.mark.e2e
 
 SECRET = "hunter2-s3cret"
+UNKNOWN_SID = "3b241101-e2bb-4255-8caf-4136c566a962"  # well-formed, never created
 BOUND_S = 30  # the connect timeout is 5 s; anything near this bound is a hang
 
 
@@ -42,7 +43,7 @@ def test_a_closed_port_is_a_clear_error_without_the_password(tmp_path) -> None:
 def test_tls_to_a_plain_port_times_out_instead_of_hanging(
         redis_server: RedisServer, tmp_path) -> None:
     url = f"rediss://app:{SECRET}@127.0.0.1:{redis_server.port}/0"
-    result, took = cli(tmp_path, url, "status", "some-session")
+    result, took = cli(tmp_path, url, "status", UNKNOWN_SID)
     assert result.returncode == 1 and took < BOUND_S, (took, result.stderr)
     assert f"cannot reach Redis at rediss://app:***@127.0.0.1:{redis_server.port}/0" \
         in result.stderr
@@ -52,7 +53,7 @@ def test_tls_to_a_plain_port_times_out_instead_of_hanging(
 
 def test_the_connect_timeout_is_a_setting(redis_server: RedisServer, tmp_path) -> None:
     url = f"rediss://app:{SECRET}@127.0.0.1:{redis_server.port}/0"
-    result, took = cli(tmp_path, url, "status", "x", redis_connect_timeout_s=1)
+    result, took = cli(tmp_path, url, "status", UNKNOWN_SID, redis_connect_timeout_s=1)
     assert result.returncode == 1 and took < 10, (took, result.stderr)
     assert_clear(result.stdout + result.stderr)
 
@@ -67,7 +68,7 @@ def test_the_connect_timeout_is_a_setting(redis_server: RedisServer, tmp_path) -
 ])
 def test_an_invalid_url_exits_2_naming_the_problem_not_the_password(
         tmp_path, url: str, problem: str) -> None:
-    for args in (("sessions", "list"), ("status", "x")):
+    for args in (("sessions", "list"), ("status", UNKNOWN_SID)):
         result, _ = cli(tmp_path, url, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert "DURABLE_REDIS_URL" in result.stderr and problem in result.stderr

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from apihelp import TOKEN, asgi_client, chain_spec, make_app
 from fleet import durable_bin
-from helpers import REPO, RedisServer, free_port, wait_for, wait_for_sync
+from helpers import REPO, RedisServer, StepBreakpoints, free_port, wait_for, wait_for_sync
 
 from scheduler.control import cancel, pause
 from scheduler.loader import load_spec_text
@@ -47,7 +47,7 @@ name: NAME
 runtime:
   provider: scripted
   failure_policy: {retries: 0}
-  script: {delay_s: DELAY, rules: [{contains: "boom", error: "exploded"}]}
+  script: {rules: [{contains: "boom", error: "exploded"}]}
 agents:
   a: {prompt: "You are a."}
 pattern:
@@ -58,8 +58,8 @@ pattern:
 """
 
 
-def spec(name: str, input_: str = "one", delay: float = 0.0) -> str:
-    return SPEC.replace("NAME", name).replace("INPUT", input_).replace("DELAY", str(delay))
+def spec(name: str, input_: str = "one") -> str:
+    return SPEC.replace("NAME", name).replace("INPUT", input_)
 
 
 async def start(store: Store, text: str, key: str | None = None) -> str:
@@ -107,34 +107,45 @@ def scheduler_process(redis_server: RedisServer, prefix: str, log: Path,
 # -- retention -----------------------------------------------------------------------------
 async def test_the_scheduler_expires_ended_sessions_past_retention(
         redis_server: RedisServer, prefix: str, store: Store, consumer: StepConsumer,
-        tmp_path: Path) -> None:
+        breakpoints: StepBreakpoints, tmp_path: Path) -> None:
     assert DurableSettings.model_fields["retention_days"].default == 30
-    old = {"completed": await start(store, spec("done"), key="order-1"),
-           "failed": await start(store, spec("bad", "boom")),
-           "cancelled": await start(store, spec("stopped", delay=5))}
-    kept = {"paused": await start(store, spec("held", delay=5)),
-            "running": await start(store, spec("busy", delay=60)),
-            "recent": await start(store, spec("fresh"))}
-    await cancel(store, old["cancelled"])
-    await pause(store, kept["paused"])
-    for status, sid in [*old.items(), *kept.items()]:
-        want = "completed" if status == "recent" else status
-        await wait_for(lambda s=sid, w=want: has_status(store, s, w), what=f"a {want} one")
-    for sid in [*old.values(), kept["paused"], kept["running"]]:
-        await backdate(store, sid, days=31)
-    idem = store.keys.idempotency(store.keys.shard(old["completed"]), "order-1")
-    assert await store.redis.exists(idem)
+    try:
+        # Cancelled and paused while their step runs; "busy" stays running to the end.
+        for workflow in ("stopped", "held", "busy"):
+            breakpoints.set(workflow, "step:0")
+        old = {"completed": await start(store, spec("done"), key="order-1"),
+               "failed": await start(store, spec("bad", "boom")),
+               "cancelled": await start(store, spec("stopped"))}
+        kept = {"paused": await start(store, spec("held")),
+                "running": await start(store, spec("busy")),
+                "recent": await start(store, spec("fresh"))}
+        for workflow in ("stopped", "held", "busy"):
+            await breakpoints.wait(workflow, "step:0")
+        # Their steps stay at the breakpoint: a step that finished later would touch the
+        # session (its update time) after the backdating below.
+        await cancel(store, old["cancelled"])
+        await pause(store, kept["paused"])
+        for status, sid in [*old.items(), *kept.items()]:
+            want = "completed" if status == "recent" else status
+            await wait_for(lambda s=sid, w=want: has_status(store, s, w), what=f"a {want} one")
+        for sid in [*old.values(), kept["paused"], kept["running"]]:
+            await backdate(store, sid, days=31)
+        idem = store.keys.idempotency(store.keys.shard(old["completed"]), "order-1")
+        assert await store.redis.exists(idem)
 
-    with scheduler_process(redis_server, prefix, tmp_path / "scheduler.log"):
-        async def expired() -> bool:
-            return not any([await store.exists(sid) for sid in old.values()])
+        with scheduler_process(redis_server, prefix, tmp_path / "scheduler.log"):
+            async def expired() -> bool:
+                return not any([await store.exists(sid) for sid in old.values()])
 
-        await wait_for(expired, what="the scheduler to expire the old ended sessions")
-    for sid in old.values():
-        assert await keys_of(store, sid) == [], f"keys of {sid} left behind"
-    assert not await store.redis.exists(idem)  # the idempotency key went with it
-    for name, sid in kept.items():
-        assert await store.exists(sid), name  # recent, running or paused: kept
+            await wait_for(expired, what="the scheduler to expire the old ended sessions")
+        for sid in old.values():
+            assert await keys_of(store, sid) == [], f"keys of {sid} left behind"
+        assert not await store.redis.exists(idem)  # the idempotency key went with it
+        for name, sid in kept.items():
+            assert await store.exists(sid), name  # recent, running or paused: kept
+    finally:  # a step left at a breakpoint would hold the consumer's stop
+        for workflow in ("stopped", "held", "busy"):
+            breakpoints.clear(workflow, "step:0")
 
 
 async def test_retention_zero_keeps_everything(settings: DurableSettings, store: Store,
@@ -177,7 +188,8 @@ def test_every_event_write_is_capped() -> None:
                 assert "maxlen=" in match.group(0), f"{path.name}: {match.group(0)}"
 
 
-async def test_a_sessions_events_stay_near_the_cap(settings: DurableSettings) -> None:
+async def test_a_sessions_events_stay_near_the_cap(settings: DurableSettings,
+                                                   breakpoints: StepBreakpoints) -> None:
     capped = settings.model_copy(update={"events_max": 100})
     store = open_store(capped)
     await store.prepare()
@@ -194,16 +206,23 @@ async def test_a_sessions_events_stay_near_the_cap(settings: DurableSettings) ->
         return events
 
     try:
-        # Steps (gate and commit scripts) trim as they write.
-        stepping = await start(store, chain_spec(3, delay=0.2, name="stepping"))
+        # Steps (gate and commit scripts) trim as they write: the long history is written
+        # while step:1 waits at its breakpoint, so steps 1 and 2 still have to write.
+        breakpoints.set("stepping", "step:1")
+        stepping = await start(store, chain_spec(3, name="stepping"))
+        await breakpoints.wait("stepping", "step:1")
         events = await long_history(stepping)
+        breakpoints.clear("stepping", "step:1")
         await wait_for(lambda: has_status(store, stepping, "completed"), what="completion")
         lengths = {"steps": await store.redis.xlen(events)}
-        # A control script (pause) trims.
-        paused = await start(store, chain_spec(2, delay=30, name="pausing"))
+        # A control script (pause) trims: the session is running (held at step:0).
+        breakpoints.set("pausing", "step:0")
+        paused = await start(store, chain_spec(2, name="pausing"))
+        await breakpoints.wait("pausing", "step:0")
         events = await long_history(paused)
         await pause(store, paused)
         lengths["control"] = await store.redis.xlen(events)
+        breakpoints.clear("pausing", "step:0")
         # The store's Python write trims.
         events = await long_history(stepping)
         await store.add_event(stepping, Event("note", detail="python"))
