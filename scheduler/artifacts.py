@@ -37,12 +37,12 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any],
     full = {"TRACE": "", "name": spec.name, "timestamp": datetime.now(UTC).isoformat(),
             **context}
     limits = limits or current_limits()
-    body_limits = limits.model_copy(update={"max_render_chars": limits.max_artifact_bytes})
     rendered: dict[str, str] = {}
     for i, artifact in enumerate(outputs.artifacts):
         path = render(artifact.path, full, f"outputs.artifacts[{i}].path", limits).strip()
         where = f"outputs.artifacts[{i}].from"
-        body = render(artifact.from_, full, where, body_limits)
+        body = render(artifact.from_, full, where, limits, limits.max_artifact_bytes,
+                      "DURABLE_MAX_ARTIFACT_BYTES")
         size = len(body.encode("utf-8"))
         if size > limits.max_artifact_bytes:
             raise TemplateError(where, f"the artifact is {size:,} bytes; the limit is "

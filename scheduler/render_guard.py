@@ -47,10 +47,15 @@ class RenderLimitExceeded(Exception):
     """A render went over DURABLE_RENDER_TIMEOUT_S or DURABLE_MAX_RENDER_CHARS."""
 
 
+RENDER_CHARS_NAME = "DURABLE_MAX_RENDER_CHARS"
+
+
 @dataclass
 class Budget:
     limits: Limits
     deadline: float
+    max_chars: int
+    max_chars_name: str = RENDER_CHARS_NAME  # what a refusal names
     emitted: int = 0
 
     def tick(self) -> None:
@@ -70,10 +75,15 @@ _BUDGET: ContextVar[Budget | None] = ContextVar("durable_render_budget", default
 
 
 @contextmanager
-def rendering(limits: Limits | None = None) -> Iterator[Budget]:
-    """The bounds of one render, for whatever renders inside the block."""
+def rendering(limits: Limits | None = None, max_chars: int | None = None,
+              max_chars_name: str = RENDER_CHARS_NAME) -> Iterator[Budget]:
+    """The bounds of one render, for whatever renders inside the block: the limits'
+    deadline, and their character budget unless `max_chars` (named by
+    `max_chars_name`) replaces it."""
     limits = limits or current_limits()
-    active = Budget(limits, time.monotonic() + limits.render_timeout_s)
+    active = Budget(limits, time.monotonic() + limits.render_timeout_s,
+                    limits.max_render_chars if max_chars is None else max_chars,
+                    max_chars_name)
     token = _BUDGET.set(active)
     try:
         yield active
@@ -93,14 +103,14 @@ def tick() -> None:
 
 
 def _too_large(size: int, what: str) -> RenderLimitExceeded:
-    limit = budget().limits.max_render_chars
+    active = budget()
     return RenderLimitExceeded(
-        f"{what} would be {size:,} characters; the limit is {limit:,} "
-        "(DURABLE_MAX_RENDER_CHARS)")
+        f"{what} would be {size:,} characters; the limit is {active.max_chars:,} "
+        f"({active.max_chars_name})")
 
 
 def check_size(size: int, what: str) -> None:
-    if size > budget().limits.max_render_chars:
+    if size > budget().max_chars:
         raise _too_large(size, what)
 
 
@@ -108,7 +118,7 @@ def emit(chars: int) -> None:
     """Count characters the render writes out."""
     active = budget()
     active.emitted += chars
-    if active.emitted > active.limits.max_render_chars:
+    if active.emitted > active.max_chars:
         raise _too_large(active.emitted, "the rendered text")
 
 
@@ -146,7 +156,7 @@ def weight(value: Any, limit: int) -> int:
 
 
 def check_weight(value: Any, what: str) -> None:
-    limit = budget().limits.max_render_chars
+    limit = budget().max_chars
     size = weight(value, limit)
     if size > limit:
         raise _too_large(size, what)
@@ -206,7 +216,7 @@ def _repeat_size(seq: Any, times: Any) -> int | None:
     if isinstance(seq, str):
         return len(seq) * max(times, 0)
     if isinstance(seq, list | tuple):
-        return weight(seq, budget().limits.max_render_chars) * max(times, 0)
+        return weight(seq, budget().max_chars) * max(times, 0)
     return None
 
 
@@ -233,7 +243,7 @@ def binop(op: str, left: Any, right: Any) -> Any:
         if isinstance(left, str) and isinstance(right, str):
             check_size(len(left) + len(right), "the sum")
         elif isinstance(left, list | tuple) and isinstance(right, list | tuple):
-            limit = budget().limits.max_render_chars
+            limit = budget().max_chars
             check_size(weight(left, limit) + weight(right, limit), "the sum")
     result = _BINOPS[op](left, right)
     check_result(result, f"the result of {op}")

@@ -434,12 +434,14 @@ def _clean(text: str) -> str:
 
 
 def render(template: str, context: Mapping[str, Any], where: str,
-           limits: Limits | None = None) -> str:
+           limits: Limits | None = None, max_chars: int | None = None,
+           max_chars_name: str = render_guard.RENDER_CHARS_NAME) -> str:
     """Render `template` with `context`; any failure is a TemplateError naming `where`,
-    over a limit too (the message names the limit's DURABLE_* variable)."""
+    over a limit too (the message names the limit's DURABLE_* variable). `max_chars`
+    replaces DURABLE_MAX_RENDER_CHARS as the budget (artifacts have their own)."""
     compiled = _compiled(template, where)
     try:
-        with rendering(limits):
+        with rendering(limits, max_chars, max_chars_name):
             rendered = compiled.render(dict(context))
     except Exception as error:  # the template author's fault whatever the type
         raise TemplateError(where, _render_problem(error)) from error
