@@ -415,6 +415,10 @@ def _compiled(source: str, where: str) -> Template:
         return _compile(source)
     except TemplateSyntaxError as error:
         raise TemplateError(where, _syntax_problem(error)) from error
+    except (RecursionError, SyntaxError):
+        # Jinja's parser and Python's compiler recurse: thousands of nested brackets
+        # or blocks are a clear refusal, not a RecursionError traceback.
+        raise TemplateError(where, "template nested too deeply to compile") from None
 
 
 def _render_problem(error: Exception) -> str:

@@ -279,3 +279,15 @@ def test_a_bad_limit_setting_is_a_usage_error(tmp_path: Path) -> None:
     path = spec_file(tmp_path, chain("hi"))
     done = durable(tmp_path, "run", str(path), DURABLE_RENDER_TIMEOUT_S="-1")
     assert_clear_refusal(done, "DURABLE_RENDER_TIMEOUT_S")
+
+
+@pytest.mark.parametrize("template", [
+    "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}",
+    "{% if 1 %}" * 500 + "x" + "{% endif %}" * 500,
+    "{{ " + "-" * 5000 + "1 }}",
+], ids=["brackets", "blocks", "unary"])
+def test_a_deeply_nested_template_is_a_clear_error(template: str) -> None:
+    """Jinja's parser and Python's compiler recurse: this was a RecursionError."""
+    with pytest.raises(SpecError) as info:
+        load_spec_text(chain(template), "spec.yaml")
+    assert "steps[0].input: template nested too deeply" in str(info.value)
