@@ -29,6 +29,7 @@ from typing import Any
 import regex
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.filters import FILTERS as JINJA_FILTERS
+from jinja2.filters import make_attrgetter
 from jinja2.runtime import Context, LoopContext, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from jinja2.tests import TESTS as JINJA_TESTS
@@ -157,7 +158,7 @@ def _filter_join(value: Iterable[Any], d: str = "", attribute: str | int | None 
                  ) -> str:
     items = list(value)
     if attribute is not None:
-        items = [ENV.getitem(item, attribute) for item in items]
+        items = list(map(make_attrgetter(ENV, attribute), items))
     parts = [render_guard.as_text(item, "join") for item in items]
     render_guard.check_size(sum(map(len, parts)) + max(len(parts) - 1, 0) * len(str(d)),
                             "join")
@@ -168,7 +169,7 @@ def _filter_sum(iterable: Iterable[Any], attribute: str | int | None = None,
                 start: int | float = 0) -> int | float:
     items = list(iterable)
     if attribute is not None:
-        items = [ENV.getitem(item, attribute) for item in items]
+        items = list(map(make_attrgetter(ENV, attribute), items))
     total = start
     for item in [start, *items]:
         if isinstance(item, Undefined):
