@@ -29,7 +29,9 @@ T = TypeVar("T")
 
 def spec_size(spec: str | Mapping[str, Any]) -> int:
     if isinstance(spec, str):
-        return len(spec.encode("utf-8"))
+        # A lone surrogate (which JSON can carry) is counted here and refused by the
+        # loader with a clear message.
+        return len(spec.encode("utf-8", "surrogatepass"))
     return len(json.dumps(spec, separators=(",", ":")).encode("utf-8"))
 
 
@@ -39,7 +41,8 @@ def load_submitted(spec: str | Mapping[str, Any], variables: Mapping[str, Any] |
     """The loaded spec; ApiError 413 when too large, SpecError (422) when invalid."""
     limits = limits or current_limits()
     if not isinstance(spec, str):
-        check_data_shape(spec, SOURCE, "", limits)  # before json.dumps recurses into it
+        # Shape (and valid Unicode) first: json.dumps recurses into it.
+        check_data_shape(spec, SOURCE, "", limits)
     if variables:
         check_data_shape(dict(variables), SOURCE, "variables", limits)
     size = spec_size(spec)

@@ -177,7 +177,7 @@ def load_spec_text(
     `inputs.values` and input defaults); `provider` replaces the runtime's and every
     agent's provider; `script` replaces `runtime.script`. The hash is of `text`."""
     limits = limits or current_limits()
-    check_spec_size(len(text.encode("utf-8")), source, limits)
+    check_spec_size(len(_utf8(text, source, "")), source, limits)
     data = _parse_yaml(text, source, limits)
     return _load(data, text, source, overrides, provider, script, limits)
 
@@ -232,6 +232,15 @@ def load_script_file(path: str | Path) -> ScriptConfig:
 # --- reading and parsing -----------------------------------------------------
 
 
+def _utf8(text: str, source: str, where: str) -> bytes:
+    """`text` as UTF-8; a lone surrogate (JSON can carry one as \\ud800) is refused."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise SpecError(source, where, f"not valid Unicode text: {error.reason} at "
+                        f"character {error.start}") from None
+
+
 def check_spec_size(size: int, source: str, limits: Limits) -> None:
     if size > limits.max_spec_bytes:
         raise SpecError(source, "", f"the spec is {size:,} bytes; the limit is "
@@ -248,6 +257,8 @@ def check_data_shape(data: Any, source: str, path: str, limits: Limits) -> None:
         nodes += 1
         if isinstance(value, str):
             chars += len(value)
+            if not value.isascii():
+                _utf8(value, source, where)
         elif isinstance(value, Mapping | list | tuple):
             if depth >= limits.max_spec_depth:
                 raise SpecError(source, where, f"nested deeper than {limits.max_spec_depth} "
@@ -256,6 +267,8 @@ def check_data_shape(data: Any, source: str, path: str, limits: Limits) -> None:
             for key, item in items:
                 if isinstance(key, str):
                     chars += len(key)
+                    if not key.isascii():
+                        _utf8(key, source, where)
                 part = f"[{key}]" if isinstance(key, int) else str(key)
                 stack.append((item, depth + 1, _join_path(where, part)))
         if nodes > limits.max_spec_nodes:
@@ -368,7 +381,7 @@ def _parse_yaml(text: str, source: str, limits: Limits) -> Any:
         return data
     loader = _StrictLoader(text, limits)
     try:
-        return loader.get_single_data()
+        data = loader.get_single_data()
     except _TooLarge as error:
         mark = error.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -382,6 +395,10 @@ def _parse_yaml(text: str, source: str, limits: Limits) -> Any:
         raise SpecError(source, "", f"invalid YAML: {error}") from error
     finally:
         loader.dispose()
+    # Composing bounded the expanded size; this also refuses text that is not valid
+    # Unicode (a "\\ud800" escape decodes to a lone surrogate).
+    check_data_shape(data, source, "", limits)
+    return data
 
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')

@@ -291,3 +291,16 @@ def test_a_deeply_nested_template_is_a_clear_error(template: str) -> None:
     with pytest.raises(SpecError) as info:
         load_spec_text(chain(template), "spec.yaml")
     assert "steps[0].input: template nested too deeply" in str(info.value)
+
+
+async def test_a_lone_surrogate_is_a_clear_error(settings: DurableSettings) -> None:
+    """JSON can carry "\\ud800", which no UTF-8 encoder takes: this was a 500."""
+    app = make_app(settings)
+    async with asgi_client(app) as client:
+        for body in ('{"spec": "\\ud800"}', '{"spec": {"a\\ud800": 1}}',
+                     '{"spec": "x: 1", "variables": {"v": "\\udfff"}}',
+                     '{"spec": "version: 0\\nname: \\"\\\\ud800\\""}'):
+            r = await client.post("/v1/sessions", content=body,
+                                  headers={"content-type": "application/json"})
+            assert r.status_code == 422, r.text
+            assert "not valid Unicode" in r.json()["error"]["message"], r.text
