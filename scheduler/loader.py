@@ -379,8 +379,9 @@ def _parse_yaml(text: str, source: str, limits: Limits) -> Any:
         data = _parse_json(text, source, limits)
         check_data_shape(data, source, "", limits)
         return data
-    loader = _StrictLoader(text, limits)
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text, limits)  # its reader checks the characters already
         data = loader.get_single_data()
     except _TooLarge as error:
         mark = error.problem_mark
@@ -394,7 +395,8 @@ def _parse_yaml(text: str, source: str, limits: Limits) -> Any:
     except yaml.YAMLError as error:
         raise SpecError(source, "", f"invalid YAML: {error}") from error
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     # Composing bounded the expanded size; this also refuses text that is not valid
     # Unicode (a "\\ud800" escape decodes to a lone surrogate).
     check_data_shape(data, source, "", limits)

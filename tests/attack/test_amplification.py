@@ -304,3 +304,9 @@ async def test_a_lone_surrogate_is_a_clear_error(settings: DurableSettings) -> N
                                   headers={"content-type": "application/json"})
             assert r.status_code == 422, r.text
             assert "not valid Unicode" in r.json()["error"]["message"], r.text
+
+
+def test_a_control_character_in_yaml_is_a_clear_error() -> None:
+    """PyYAML's reader refuses it while the loader is built (found by the fuzz test)."""
+    with pytest.raises(SpecError, match="special characters are not allowed"):
+        load_spec_text("\x14name: x\n", "spec.yaml")
