@@ -31,11 +31,12 @@ from sessions.errors import (
     RedisUrlError,
     SessionNotFound,
     SpecError,
+    TemplateError,
 )
 from sessions.keys import check_name, check_session_id, check_token
 from sessions.models import SessionStatus, StepResult
 from sessions.redis_url import redact
-from sessions.settings import DEFAULT_REDIS_URL, DurableSettings, describe_settings_error
+from sessions.settings import DEFAULT_REDIS_URL, DurableSettings, Limits, describe_settings_error
 from sessions.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
@@ -91,10 +92,12 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command body; map expected failures to a message and an exit code."""
     try:
         return asyncio.run(coro)
-    except (SpecError, InvalidId, IdempotencyConflict) as exc:
+    except (SpecError, TemplateError, InvalidId, IdempotencyConflict) as exc:
+        # A template that cannot render when the session starts (refused by the
+        # sandbox, over a limit) is a bad spec, like any other.
         raise fail(str(exc), EXIT_USAGE) from None
     except ValidationError as exc:
-        if exc.title != DurableSettings.__name__:
+        if exc.title not in (DurableSettings.__name__, Limits.__name__):
             raise
         raise settings_error(exc) from None
     except SessionNotFound as exc:
@@ -161,15 +164,19 @@ def run(
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response."""
     from api.run_resume import latest_resumable, persistent, resume_embedded
-    from scheduler.artifacts import safe_target, write_artifacts
+    from scheduler.artifacts import ArtifactPathError, safe_target, write_artifacts
     from worker.embedded import embedded_settings, run_embedded
 
     async def body() -> int:
         loaded = load(spec, var, provider, script)
         if out_dir is not None and loaded.spec.outputs:
-            for artifact in loaded.spec.outputs.artifacts:
+            for i, artifact in enumerate(loaded.spec.outputs.artifacts):
                 if "{" not in artifact.path:
-                    safe_target(out_dir, artifact.path)  # refuse before any work is done
+                    try:  # refuse before any work is done
+                        safe_target(out_dir, artifact.path)
+                    except ArtifactPathError as exc:
+                        raise SpecError(str(spec), f"outputs.artifacts[{i}].path",
+                                        str(exc)) from None
         started = time.perf_counter()
 
         def on_step(result: StepResult) -> None:
@@ -242,12 +249,13 @@ def submit(
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
 ) -> None:
     """Submit a workflow to the fleet; prints the session id alone."""
-    from scheduler.start import start_session
+    from scheduler.start import new_session
 
     async def body(store: Store) -> str:
+        # Loaded and planned before Redis is touched: a refused spec writes no key.
+        planned = new_session(load(spec, var, provider, script), idempotency_key)
         await store.prepare()
-        sid, _created = await start_session(store, load(spec, var, provider, script),
-                                            idempotency_key)
+        sid, _created = await store.create_session(planned)
         return sid
 
     print(run_async(with_store(body)))

@@ -17,7 +17,7 @@ from api.schemas import (
     SignalRequest,
     error_responses,
 )
-from api.submission import load_submitted
+from api.submission import load_submitted, off_loop
 from scheduler import control
 from scheduler.checkpoints import fork_from_checkpoint
 
@@ -58,7 +58,8 @@ async def resume(session_id: SessionIdPath, store: StoreDep, response: Response,
         record = await store.get_session(new_sid)
         return ForkResponse(session_id=new_sid, forked_from=session_id, checkpoint=n,
                             status=record.status.value)
-    new_spec = load_submitted(req.spec) if req.spec is not None else None
+    spec = req.spec
+    new_spec = await off_loop(lambda: load_submitted(spec)) if spec is not None else None
     outcome = await control.resume(store, session_id, variables=req.variables,
                                    budget_sets=budgets, new_spec=new_spec)
     return ActionResponse(session_id=session_id, status=outcome.status, notes=outcome.notes)

@@ -28,10 +28,10 @@ from api.schemas import (
     SubmitResponse,
     error_responses,
 )
-from api.submission import load_submitted
+from api.submission import load_submitted, off_loop
 from scheduler.deletion import delete_session
 from scheduler.history import event_docs
-from scheduler.start import start_session
+from scheduler.start import new_session
 from scheduler.status import session_status, summary
 from sessions.models import SessionStatus
 
@@ -60,9 +60,13 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     before the answer is sent; an invalid spec stores nothing. An Idempotency-Key stands
     for one request: repeated with the same spec and variables it answers the first
     session (200), with different ones 409."""
-    loaded = load_submitted(body.spec, body.variables, body.provider, body.script)
+    # Loading and planning (first templates rendered) happen off the event loop, and
+    # before anything touches Redis: a refused spec writes no key at all.
+    planned = await off_loop(lambda: new_session(
+        load_submitted(body.spec, body.variables, body.provider, body.script),
+        idempotency_key))
     await ensure_prepared(request.app)
-    sid, created = await start_session(store, loaded, idempotency_key)
+    sid, created = await store.create_session(planned)
     record = await store.get_session(sid)
     if created:
         response.headers["Location"] = location(sid)

@@ -10,14 +10,16 @@ from typing import Any
 
 from scheduler.spec import Spec
 from scheduler.templates import render
-from sessions.errors import DurableError
+from sessions.errors import DurableError, TemplateError
+from sessions.settings import Limits, current_limits
 
 
 class ArtifactPathError(DurableError):
     """An artifact path would land outside the output directory."""
 
 
-def render_artifacts(spec: Spec, context: Mapping[str, Any]) -> dict[str, str]:
+def render_artifacts(spec: Spec, context: Mapping[str, Any],
+                     limits: Limits | None = None) -> dict[str, str]:
     """{rendered path: rendered content}; raises TemplateError naming the artifact.
 
     `context` is the planner's (strands-cli's variables + execution_context). On top,
@@ -25,21 +27,34 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any]) -> dict[str, str]:
     renders its OpenTelemetry trace there, "" when telemetry is off; there is none
     here), `name` (the spec's) and `timestamp` (now, ISO 8601 UTC). The context wins
     over these, as variables and execution_context do in strands-cli.
+
+    An artifact may be up to DURABLE_MAX_ARTIFACT_BYTES (its template renders with
+    that as its character budget); a larger one is a TemplateError naming it.
     """
     outputs = spec.outputs
     if outputs is None:
         return {}
     full = {"TRACE": "", "name": spec.name, "timestamp": datetime.now(UTC).isoformat(),
             **context}
+    limits = limits or current_limits()
     rendered: dict[str, str] = {}
     for i, artifact in enumerate(outputs.artifacts):
-        path = render(artifact.path, full, f"outputs.artifacts[{i}].path").strip()
-        rendered[path] = render(artifact.from_, full, f"outputs.artifacts[{i}].from")
+        path = render(artifact.path, full, f"outputs.artifacts[{i}].path", limits).strip()
+        where = f"outputs.artifacts[{i}].from"
+        body = render(artifact.from_, full, where, limits, limits.max_artifact_bytes,
+                      "DURABLE_MAX_ARTIFACT_BYTES")
+        size = len(body.encode("utf-8"))
+        if size > limits.max_artifact_bytes:
+            raise TemplateError(where, f"the artifact is {size:,} bytes; the limit is "
+                                f"{limits.max_artifact_bytes:,} (DURABLE_MAX_ARTIFACT_BYTES)")
+        rendered[path] = body
     return rendered
 
 
 def safe_target(out_dir: Path, name: str) -> Path:
     """Where artifact `name` goes under `out_dir`; refuses anything that escapes it."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise ArtifactPathError(f"artifact path {name!r} contains a control character")
     relative = PurePosixPath(name.replace("\\", "/"))
     if relative.is_absolute() or not name.strip():
         raise ArtifactPathError(f"artifact path {name!r} must be relative to the output dir")
@@ -55,7 +70,11 @@ def write_artifacts(artifacts: Mapping[str, str], out_dir: Path) -> list[Path]:
     targets = [(safe_target(out_dir, name), body) for name, body in artifacts.items()]
     written = []
     for target, body in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(body)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(body)
+        except OSError as error:
+            raise ArtifactPathError(f"cannot write artifact {str(target)!r}: "
+                                    f"{error.strerror or error}") from None
         written.append(target)
     return written

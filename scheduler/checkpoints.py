@@ -12,6 +12,7 @@ ones the fork runs. The original is only read.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -268,8 +269,10 @@ async def fork_from_checkpoint(store: Store, session_id: str, n: int, *,
         raise ForkError(f"session {session_id}, checkpoint {n}: {over}")
     new_sid = store.fresh_session_id()
     try:
-        plan = replan(spec, merged_vars, [r.get("state") or {} for r in raws], results,
-                      new_sid, n)
+        # Replaying the planner renders templates: CPU work, kept off the event loop.
+        plan = await asyncio.to_thread(replan, spec, merged_vars,
+                                       [r.get("state") or {} for r in raws], results,
+                                       new_sid, n)
     except ForkError as exc:
         raise ForkError(f"session {session_id}: {exc}") from None
     clean = [entry["clean"] for entry in describe(raws, results, unclean)]

@@ -4,6 +4,7 @@ never interleave, and ends in one atomic script."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -193,7 +194,9 @@ async def _answer(store: Store, session_id: str, spec: Any, waiting: Mapping[str
         fields = await store.plan_fields(session_id)
         results = OrderedDict((r.key, r) for r in await store.results(session_id))
         snapshot = Snapshot(spec=spec, fields=fields, results=results, session_id=session_id)
-        request = plan_commit(snapshot, job, result, entry_id="", consumer=OPERATOR)
+        # Planning renders the next steps' templates: CPU work, kept off the event loop.
+        request = await asyncio.to_thread(plan_commit, snapshot, job, result, entry_id="",
+                                          consumer=OPERATOR)
         request = _with_resumed_event(request)
         outcome = await store.commit(request)
         if outcome.verdict == "ok":

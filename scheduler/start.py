@@ -10,7 +10,8 @@ from scheduler.loader import LoadedSpec
 from scheduler.patterns import PlanContext, planner_for
 from sessions.errors import SpecError
 from sessions.models import SessionStatus, StepJob, now_iso, now_ms
-from sessions.store import NewSession, Store
+from sessions.settings import Limits, current_limits
+from sessions.store import NewSession, Store, dumps
 
 
 def spec_json(loaded: LoadedSpec) -> str:
@@ -33,8 +34,24 @@ def request_digest(spec_text: str, variables: dict[str, object]) -> str:
     return hashlib.sha256(f"{spec_text}\n{canonical}".encode()).hexdigest()[:32]
 
 
-def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSession:
-    """Pure: the session record and first jobs for `loaded` (render errors raise)."""
+def stored_bytes(new: NewSession) -> int:
+    """About what creating `new` writes to Redis (UTF-8 bytes of its large fields)."""
+    parts = [new.spec_text, new.spec_json, dumps(new.variables), dumps(new.state),
+             *(job.to_json() for job in new.jobs), *(dumps(w) for w in new.waiting)]
+    return sum(len(part.encode("utf-8")) for part in parts)
+
+
+def check_session_size(new: NewSession, source: str, limits: Limits) -> None:
+    size = stored_bytes(new)
+    if size > limits.max_session_bytes:
+        raise SpecError(source, "", f"the new session would store {size:,} bytes; the limit "
+                        f"is {limits.max_session_bytes:,} (DURABLE_MAX_SESSION_BYTES)")
+
+
+def new_session(loaded: LoadedSpec, idempotency_key: str | None = None,
+                limits: Limits | None = None) -> NewSession:
+    """Pure: the session record and first jobs for `loaded` (render errors raise, and so
+    does a session larger than DURABLE_MAX_SESSION_BYTES)."""
     pattern = loaded.spec.pattern.type
     try:
         planner = planner_for(pattern)
@@ -52,7 +69,7 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
     if waiting and not runnable and status == SessionStatus.RUNNING:
         status = SessionStatus.PAUSED
         paused_reason = waiting_reason(waiting)
-    return NewSession(
+    new = NewSession(
         workflow_name=loaded.spec.name,
         pattern_type=pattern,
         spec_hash=loaded.spec_hash,
@@ -74,6 +91,8 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None) -> NewSe
         timers=[(w["timeout_at_ms"], timeout_job(StepJob.from_json(w["job"])))
                 for w in waiting if w["timeout_at_ms"]],
     )
+    check_session_size(new, loaded.source, limits or current_limits())
+    return new
 
 
 async def start_session(store: Store, loaded: LoadedSpec,

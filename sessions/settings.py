@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -13,7 +15,35 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "memory")
 
 
-class DurableSettings(BaseSettings):
+class Limits(BaseSettings):
+    """Bounds on the work one spec or one template may cause, in every process that loads
+    specs or renders templates (API, workers, CLI). Each refusal names the limit's variable."""
+
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    # A spec's text (YAML or JSON) as submitted or read from a file.
+    max_spec_bytes: int = Field(default=256 * 1024, ge=1024)
+    # Nesting of mappings and lists in a spec and in its variables.
+    max_spec_depth: int = Field(default=64, ge=8, le=500)
+    # Nodes and scalar characters once YAML aliases are expanded (alias bombs).
+    max_spec_nodes: int = Field(default=20_000, ge=100)
+    max_spec_expanded_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # One template render: wall time, and characters produced (also the largest string
+    # or list any expression inside it may build).
+    render_timeout_s: float = Field(default=2.0, gt=0, le=600)
+    max_render_chars: int = Field(default=1_000_000, ge=1024)
+    # One rendered artifact (UTF-8 bytes), and everything a session stores in Redis.
+    max_artifact_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_session_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+
+
+@lru_cache(maxsize=1)
+def current_limits() -> Limits:
+    """This process's limits, read from the environment once."""
+    return Limits()
+
+
+class DurableSettings(Limits):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # repr=False: a settings object in a log or traceback never shows the password.

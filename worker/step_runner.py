@@ -1,8 +1,13 @@
-"""The life of one delivered step: gate, execute (lease renewed), plan, commit.
+"""The life of one delivered step: gate, execute (lease renewed), plan (lease renewed),
+commit.
 
 Planning runs before the commit so its output is part of the same transaction; a
 commit that lost a race with another commit of the same session is planned again
-from the fresh state (the step is not run again).
+from the fresh state (the step is not run again). Planning renders the next steps'
+templates, CPU work a spec controls: it runs in a thread, bounded by
+DURABLE_RENDER_TIMEOUT_S per template, while the event loop keeps renewing the
+step's lease and serving the worker's other steps. A render over a limit fails the
+session once, naming the step and the limit; it is not a transient error to retry.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import contextlib
 import json
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.advance import Snapshot, plan_commit
 from scheduler.spec import Spec
@@ -22,7 +28,7 @@ from sessions import metrics
 from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
 from sessions.models import Event, StepJob, StepResult, now_iso, now_ms
 from sessions.settings import DurableSettings
-from sessions.store import Store
+from sessions.store import CommitRequest, Store
 from worker import retry_policy
 from worker.execute import StepExecutor, StepOutput
 from worker.faults import Breakpoints, CrashPoints
@@ -30,6 +36,7 @@ from worker.faults import Breakpoints, CrashPoints
 log = logging.getLogger("durable.worker")
 
 MAX_REPLANS = 50
+T = TypeVar("T")
 
 
 @dataclass
@@ -131,7 +138,7 @@ class StepRunner:
             attempt=job.attempt, worker=self.consumer, committed_at=now_iso(),
             duration_ms=round(output.duration_ms, 3), meta=job.meta,
         )
-        await self._plan_and_commit(entry_id, spec, job, result, output, fields, cache)
+        await self._plan_and_commit(shard, entry_id, spec, job, result, output, fields, cache)
 
     async def _spec(self, sid: str, digest: str) -> Spec:
         # Sessions of one spec share a digest: fetch and parse each spec once.
@@ -147,7 +154,22 @@ class StepRunner:
                                   reclaimed: bool) -> StepOutput:
         if self.settings.bench_noop:
             return await self.executor.run(spec, variables, job)
-        task = asyncio.ensure_future(self._execute(entry_id, spec, variables, job, reclaimed))
+        return await self._with_lease(
+            shard, entry_id, self._execute(entry_id, spec, variables, job, reclaimed))
+
+    async def _plan_with_lease(self, shard: int, entry_id: str,
+                               plan: Callable[[], CommitRequest]) -> CommitRequest:
+        """`plan` in a thread, the lease renewed meanwhile (a step a human answered has
+        no stream entry, hence no lease)."""
+        planning = asyncio.to_thread(plan)
+        if not entry_id:
+            return await planning
+        return await self._with_lease(shard, entry_id, planning)
+
+    async def _with_lease(self, shard: int, entry_id: str, work: Awaitable[T]) -> T:
+        """Await `work`, renewing the entry's lease; LeaseLost (and `work` cancelled)
+        once another worker has taken the entry over."""
+        task = asyncio.ensure_future(work)
         interval = self.settings.effective_lease_renew_ms / 1000
         try:
             while True:
@@ -169,15 +191,23 @@ class StepRunner:
             await self.breakpoints.reached(spec.name, job, entry_id, reclaimed)
         return await self.executor.run(spec, variables, job)
 
-    async def _plan_and_commit(self, entry_id: str, spec: Spec, job: StepJob,
+    async def _plan_and_commit(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                                result: StepResult, output: StepOutput,
                                fields: dict[str, str], cache: SessionCache) -> None:
         sid = job.session_id
         for _ in range(MAX_REPLANS):
-            snapshot = Snapshot(spec=spec, fields=fields, results=cache.results,
+            # A copy: the loop may extend the cache while the thread plans.
+            snapshot = Snapshot(spec=spec, fields=fields, results=OrderedDict(cache.results),
                                 session_id=sid)
-            request = plan_commit(snapshot, job, result, entry_id=entry_id,
-                                  consumer=self.consumer, new_messages=output.new_messages)
+            try:
+                request = await self._plan_with_lease(shard, entry_id, lambda s=snapshot: (
+                    plan_commit(s, job, result, entry_id=entry_id, consumer=self.consumer,
+                                new_messages=output.new_messages)))
+            except LeaseLost:
+                log.warning("session %s step %s: lease lost while planning; abandoning",
+                            sid, job.key)
+                metrics.step_lost(spec.pattern.type, job.agent)
+                return
             self.crash.reached("before_commit")
             outcome = await metrics.timed_commit(self.store, request)
             if outcome.verdict != "conflict":
@@ -205,8 +235,8 @@ class StepRunner:
                             committed_at=now_iso(), meta={**job.meta, "timed_out": True})
         log.info("session %s: HITL %s timed out; applying its default", job.session_id,
                  job.key)
-        await self._plan_and_commit(entry_id, spec, job, result, StepOutput(response=default),
-                                    fields, cache)
+        await self._plan_and_commit(shard, entry_id, spec, job, result,
+                                    StepOutput(response=default), fields, cache)
 
     async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
         fields = await self.store.plan_fields(sid)
