@@ -315,7 +315,7 @@ ERROR_DESCRIPTIONS = {
     401: "Missing or wrong bearer token",
     404: "No such session",
     409: "The session's status forbids this action",
-    413: "The spec is over 256 KiB",
+    413: "The request body (512 KiB) or the spec (DURABLE_MAX_SPEC_BYTES) is over its limit",
     422: "Invalid request or spec (details name the field)",
     503: "Redis unreachable",
 }
