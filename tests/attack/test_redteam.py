@@ -1,0 +1,71 @@
+"""Findings of a red-team pass over the hardened sandbox, API and CLI (issue 10).
+
+Each test is an attack that got through before its fix: it says what the attacker sent,
+and checks the answer is bounded and clear.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scheduler.templates import render
+from sessions.errors import TemplateError
+
+# --- values that are small to write and huge to walk ----------------------------------
+
+
+def shared_levels(name: str, levels: int, open_: str = "[", close: str = "]",
+                  leaf: str = "[1, 2, 3]", item: str = "{}") -> str:
+    """`{% set` lines building a value of 10**levels leaves in a few hundred bytes: each
+    level is a literal holding the previous one ten times (shared, not copied);
+    `item` places it (a mapping's items need keys: "'k{k}': {}")."""
+    text = f"{{% set {name}0 = {leaf} %}}"
+    for i in range(1, levels + 1):
+        below = ", ".join(item.format(f"{name}{i - 1}", k=k) for k in range(10))
+        text += f"{{% set {name}{i} = {open_}{below}{close} %}}"
+    return text
+
+
+# Before: each ran one uninterruptible C-level walk of ~10**12 nodes (`==`, `in`, a
+# dict key's hash, `unique`'s hash, `max`'s comparisons), holding the GIL for hours, so
+# the API's event loop (its loading threads share the GIL) and the worker's lease
+# renewal stopped with it. The render deadline is only checked between operations.
+SHARED_VALUE_WALKS = {
+    "== of two lists": shared_levels("a", 12) + shared_levels("b", 12) + "{{ a12 == b12 }}",
+    "in": shared_levels("a", 12) + shared_levels("b", 12) + "{{ a12 in [b12] }}",
+    "dict key hash": shared_levels("a", 12, "(", ")", "(1, 2, 3)") + "{{ {a12: 1}|length }}",
+    "unique hash": shared_levels("a", 12, "(", ")", "(1, 2, 3)")
+    + "{{ [a12]|unique|list|length }}",
+    "max": shared_levels("a", 12) + shared_levels("b", 12) + "{{ [a12, b12]|max|length }}",
+    "dict literal": shared_levels("a", 12, "{", "}", "{'k': [1, 2, 3]}", "'k{k}': {}")
+    + shared_levels("b", 12, "{", "}", "{'k': [1, 2, 3]}", "'k{k}': {}") + "{{ a12 == b12 }}",
+    "macro varargs": (
+        "{% macro grow(n) %}{% if n %}{{ grow(n - 1, varargs, varargs, varargs, varargs,"
+        " varargs, varargs, varargs, varargs, varargs, varargs) }}{% else %}"
+        "{{ {varargs: 1}|length }}{% endif %}{% endmacro %}{{ grow(12, (1, 2, 3)) }}"),
+}
+
+
+@pytest.mark.parametrize("template", SHARED_VALUE_WALKS.values(),
+                         ids=SHARED_VALUE_WALKS.keys())
+def test_a_value_built_from_shared_parts_is_sized_when_built(template: str) -> None:
+    assert len(template) < 10_000
+    started = time.monotonic()
+    with pytest.raises(TemplateError) as info:
+        render(template, {}, "pattern.config.steps[0].input")
+    assert time.monotonic() - started < 20  # before: hours
+    assert "DURABLE_MAX_RENDER_CHARS" in str(info.value)
+    assert info.value.where == "pattern.config.steps[0].input"
+
+
+@pytest.mark.parametrize("template, expected", [
+    ("{% set a = [1, 2] %}{% set b = [a, a] %}{{ b == [[1, 2], [1, 2]] }}", "True"),
+    ("{% for k, v in {'x': (1, 2)}.items() %}{{ k }}{{ v[1] }}{% endfor %}", "x2"),
+    ("{% set a, b = (1, [2]) %}{{ a }}{{ b }}", "1[2]"),
+    ("{% macro m() %}{{ varargs|length }}{{ kwargs|length }}{% endmacro %}"
+     "{{ m(1, 2, x=3) }}", "21"),
+])
+def test_small_literals_still_render(template: str, expected: str) -> None:
+    assert render(template, {}, "x") == expected
