@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
+from test_sandbox_escapes import chain_spec
 
 from scheduler.templates import render
-from sessions.errors import TemplateError
+from sessions.errors import InvalidId, TemplateError
+from sessions.keys import check_name
 
 # --- values that are small to write and huge to walk ----------------------------------
 
@@ -69,3 +72,27 @@ def test_a_value_built_from_shared_parts_is_sized_when_built(template: str) -> N
 ])
 def test_small_literals_still_render(template: str, expected: str) -> None:
     assert render(template, {}, "x") == expected
+
+
+# --- a lone surrogate in a step key ----------------------------------------------------
+
+LONE_SURROGATE_BODY = b'{"step": "\\udfff"}'  # JSON escape: the parsed text is one surrogate
+
+
+async def test_a_lone_surrogate_step_key_is_a_422(client: httpx.AsyncClient) -> None:
+    """Before: the key passed validation, the 409 naming it could not be encoded as UTF-8,
+    and the server answered 500 (the ASGI transport re-raised the UnicodeEncodeError)."""
+    created = await client.post("/v1/sessions", json={"spec": chain_spec("hi")})
+    assert created.status_code == 201, created.text
+    sid = created.json()["session_id"]
+    answer = await client.post(f"/v1/sessions/{sid}/requeue", content=LONE_SURROGATE_BODY,
+                               headers={"content-type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert "step key" in answer.text
+
+
+def test_check_name_refuses_lone_surrogates() -> None:
+    for text in ("\udfff", "a\ud800b"):
+        with pytest.raises(InvalidId):
+            check_name("step key", text)
+    assert check_name("step key", "node:é:1") == "node:é:1"
