@@ -50,7 +50,9 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     errors.install(app)
     app.add_middleware(BodyLimit)
     authed = [Depends(require_token)]
-    responses = error_responses(401, 404, 422, 503)
+    # BodyLimit answers 413 on any route, before the route runs.
+    responses = error_responses(401, 404, 413, 422, 503,
+                                e413="The request body is over the limit")
     app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
     app.include_router(routes_control.router, dependencies=authed, responses=responses)
     app.include_router(routes_ops.router, dependencies=authed, responses=responses)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from test_sandbox_escapes import chain_spec
 
+from api.limits import MAX_BODY_BYTES
 from scheduler.templates import render
 from sessions.errors import InvalidId, TemplateError
 from sessions.keys import check_name
@@ -96,3 +97,20 @@ def test_check_name_refuses_lone_surrogates() -> None:
         with pytest.raises(InvalidId):
             check_name("step key", text)
     assert check_name("step key", "node:é:1") == "node:é:1"
+
+
+# --- an answer the schema did not promise --------------------------------------------
+
+
+async def test_an_oversized_body_is_a_documented_413(client: httpx.AsyncClient) -> None:
+    """Before: POST .../signal with a body over the limit answered 413, a status its
+    OpenAPI operation did not list (schemathesis: "Undocumented status code")."""
+    sid = "3b241101-e2bb-4255-8caf-4136c566a962"
+    answer = await client.post(f"/v1/sessions/{sid}/signal",
+                               json={"response": "x" * (MAX_BODY_BYTES + 1)})
+    assert answer.status_code == 413
+    schema = (await client.get("/openapi.json")).json()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if "requestBody" in operation:
+                assert "413" in operation["responses"], f"{method.upper()} {path}"
