@@ -13,6 +13,7 @@ import pytest
 from test_sandbox_escapes import chain_spec
 
 from api.limits import MAX_BODY_BYTES
+from scheduler.json_reply import extract_json
 from scheduler.templates import render
 from sessions.errors import InvalidId, TemplateError
 from sessions.keys import check_name
@@ -114,3 +115,29 @@ async def test_an_oversized_body_is_a_documented_413(client: httpx.AsyncClient) 
         for method, operation in operations.items():
             if "requestBody" in operation:
                 assert "413" in operation["responses"], f"{method.upper()} {path}"
+
+
+# --- an LLM reply that costs its length squared to search ----------------------------
+
+BRACKET_REPLIES = {
+    "open brackets": "[" * 1_000_000,
+    "nested keys": '{"a":' * 400_000,
+    "unclosed lists": "[1," * 300_000,
+}
+
+
+@pytest.mark.parametrize("reply", BRACKET_REPLIES.values(), ids=BRACKET_REPLIES.keys())
+def test_searching_a_reply_for_json_is_bounded(reply: str) -> None:
+    """A router, evaluator or orchestrator reply (a scripted rule's reply is part of the
+    submitted spec) is searched for JSON bracket by bracket. Before: every bracket began
+    a parse that read on to the end or a recursion limit, so a 1 MB reply of brackets
+    took about a minute of the worker's CPU, outside any render deadline."""
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="no JSON object found"):
+        extract_json(reply, kind=dict)
+    assert time.monotonic() - started < 20  # before: 45 s to 80 s each (2 cores)
+
+
+def test_json_after_bracketed_prose_is_still_found() -> None:
+    reply = "see [1] and [2] {not json} " * 2000 + 'so: {"route": "x"}'
+    assert extract_json(reply, kind=dict) == {"route": "x"}
