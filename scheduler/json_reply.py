@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 __all__ = ["extract_json"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\r?\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
+# What the bracket-by-bracket search may read in all: this many times the reply, plus a
+# little for short replies.
+_SCAN_FACTOR = 8
+_SCAN_MINIMUM = 65_536
 
 
 def _fits(value: Any, kind: type | tuple[type, ...] | None) -> bool:
@@ -46,13 +51,24 @@ def extract_json(text: str, *, kind: type | tuple[type, ...] | None = None) -> A
         ok, value = _loads(match.group(2).strip())
         if ok and _fits(value, kind):
             return value
+    # Each try reads from its bracket to where the value ends or breaks, so a reply of
+    # nothing but brackets ("[[[[...", '{"a":{"a":...') would cost its length squared:
+    # minutes of CPU for a megabyte. The tries share a budget of characters read.
+    budget = _SCAN_FACTOR * len(text) + _SCAN_MINIMUM
     for match in re.finditer(r"[{\[]", text):
+        start = match.start()
         try:
-            value, _end = _DECODER.raw_decode(text, match.start())
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if _fits(value, kind):
-            return value
+            value, end = _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError as error:
+            budget -= max(error.pos - start, 1)
+        except RecursionError:
+            budget -= sys.getrecursionlimit()  # about as deep as it read
+        else:
+            if _fits(value, kind):
+                return value
+            budget -= end - start
+        if budget < 0:
+            break
     wanted = "JSON" if kind is None else f"JSON {_kind_name(kind)}"
     raise ValueError(f"no {wanted} found in the reply")
 

@@ -30,7 +30,7 @@ import regex
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta, nodes
 from jinja2.filters import FILTERS as JINJA_FILTERS
 from jinja2.filters import make_attrgetter
-from jinja2.runtime import Context, LoopContext, Undefined
+from jinja2.runtime import Context, LoopContext, Macro, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from jinja2.tests import TESTS as JINJA_TESTS
 from jinja2.utils import pass_context
@@ -250,6 +250,23 @@ class _Bounds(NodeTransformer):
         self.generic_visit(node)
         return _guard_call("durable_concat", list(node.nodes), node.lineno)
 
+    # A literal may hold one value many times (`[a, a, a, ...]`, level upon level): its
+    # size is checked as if each were a copy, since that is what `==`, `in`, hashing
+    # or sorting it walk, in one operation no deadline can interrupt.
+    def visit_List(self, node: nodes.List) -> nodes.Node:
+        self.generic_visit(node)
+        return _guard_call("durable_literal", [node], node.lineno)
+
+    def visit_Dict(self, node: nodes.Dict) -> nodes.Node:
+        self.generic_visit(node)
+        return _guard_call("durable_literal", [node], node.lineno)
+
+    def visit_Tuple(self, node: nodes.Tuple) -> nodes.Node:
+        self.generic_visit(node)
+        if node.ctx != "load":  # an assignment target (`{% set a, b = ... %}`)
+            return node
+        return _guard_call("durable_literal", [node], node.lineno)
+
 
 def _own_literal_text(body: Sequence[nodes.Node]) -> Iterator[nodes.TemplateData]:
     """Literal text a loop body emits itself (inner loops and macros count their own)."""
@@ -355,6 +372,10 @@ class DurableSandbox(ImmutableSandboxedEnvironment):
         if not __self.is_safe_callable(__obj):
             raise SecurityError(f"{__obj!r} is not safely callable")
         render_guard.check_call(__obj, args, kwargs)
+        if isinstance(__obj, Macro) and (__obj.catch_varargs or __obj.catch_kwargs):
+            # Extra arguments become the macro's `varargs` / `kwargs`: a new value, as
+            # large as a literal of them would be.
+            render_guard.check_weight((args, kwargs), f"the arguments of {__obj.name}()")
         result = __context.call(__obj, *args, **kwargs)
         render_guard.check_result(result, "a call")
         return result
@@ -366,6 +387,12 @@ class DurableSandbox(ImmutableSandboxedEnvironment):
     @staticmethod
     def durable_iter(iterable: Any, text_per_item: int) -> Iterator[Any]:
         return render_guard.guarded_iter(iterable, text_per_item)
+
+    @staticmethod
+    def durable_literal(value: Any) -> Any:
+        render_guard.tick()
+        render_guard.check_weight(value, "the literal")
+        return value
 
     @staticmethod
     def durable_concat(*parts: Any) -> str:

@@ -24,10 +24,11 @@ CONSUMER_GROUP = "workers"
 SESSION_ID_FORM = "a session id (a UUID such as 3b241101-e2bb-4255-8caf-4136c566a962)"
 _SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Step keys and conversation lanes (made of agent, branch, task and node ids): text
-# without control characters, bounded.
+# without control characters, bounded, and valid Unicode (a lone surrogate, which a JSON
+# escape or an undecodable argv byte can carry, cannot be written out as UTF-8).
 MAX_NAME_CHARS = 512
 NAME_FORM = f"1 to {MAX_NAME_CHARS} characters, no control characters"
-_NAME = re.compile(rf"[^\x00-\x1f\x7f]{{1,{MAX_NAME_CHARS}}}")
+_NAME = re.compile(rf"[^\x00-\x1f\x7f\ud800-\udfff]{{1,{MAX_NAME_CHARS}}}")
 # Idempotency keys (and consumer names): 1-255 printable ASCII characters, no spaces,
 # as Stripe takes its keys.
 MAX_TOKEN_CHARS = 255

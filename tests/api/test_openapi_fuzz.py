@@ -24,7 +24,7 @@ from schemathesis.checks import (
 pytestmark = pytest.mark.integration
 
 # Small enough for the whole run to stay well under 30 s on a shared 2-core machine.
-MAX_EXAMPLES = 12
+MAX_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 
 
 @pytest.fixture(scope="module")
