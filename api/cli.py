@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import sys
 import time
@@ -281,11 +282,29 @@ def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     out.print_json(data=doc["pattern_state"])
 
 
+def _timeout_s(value: float | None) -> float | None:
+    """`nan` or `inf` would wait forever and a negative time out at once: refused."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds, 0 or more")
+    return value
+
+
+def _interval_s(value: float) -> float:
+    if not (math.isfinite(value) and 0.01 <= value <= 3600):
+        raise typer.BadParameter(f"{value} is not a number of seconds from 0.01 to 3600")
+    return value
+
+
+TimeoutOption = Annotated[float | None, typer.Option(help="Give up after S seconds.",
+                                                     callback=_timeout_s)]
+
+
 @app.command()
 def wait(
     session_id: SessionIdArg,
-    timeout: Annotated[float | None, typer.Option(help="Give up after S seconds.")] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between checks.")] = 0.2,
+    timeout: TimeoutOption = None,
+    poll: Annotated[float, typer.Option(help="Seconds between checks.",
+                                        callback=_interval_s)] = 0.2,
 ) -> None:
     """Wait for a session to stop running: exit 0 completed, 1 failed or cancelled,
     3 paused, 124 timed out."""
@@ -497,8 +516,9 @@ def checkpoints(
 @app.command()
 def watch(
     session_id: SessionIdArg,
-    timeout: Annotated[float | None, typer.Option(help="Give up after S seconds.")] = None,
-    poll: Annotated[float, typer.Option(help="Seconds between reads.")] = 0.2,
+    timeout: TimeoutOption = None,
+    poll: Annotated[float, typer.Option(help="Seconds between reads.",
+                                        callback=_interval_s)] = 0.2,
 ) -> None:
     """Live progress of a session until it stops running; exit codes as `wait`."""
     from api.watch import watch as do_watch

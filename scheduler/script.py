@@ -35,7 +35,8 @@ class ScriptRule(BaseModel):
 class ScriptConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    delay_s: float = Field(default=0.0, ge=0.0)
+    # A delay past the model timeout (DURABLE_MODEL_TIMEOUT_S) could only time out.
+    delay_s: float = Field(default=0.0, ge=0.0, le=600.0, allow_inf_nan=False)
     rules: tuple[ScriptRule, ...] = ()
 
     def rule_for(self, agent_id: str, prompt: str) -> ScriptRule | None:

@@ -6,16 +6,20 @@ and checks the answer is bounded and clear.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
+from helpers import REPO
 from test_sandbox_escapes import chain_spec
 
 from api.limits import MAX_BODY_BYTES
 from scheduler.json_reply import extract_json
+from scheduler.loader import load_spec_text
 from scheduler.templates import render
-from sessions.errors import InvalidId, TemplateError
+from sessions.errors import InvalidId, SpecError, TemplateError
 from sessions.keys import check_name
 
 # --- values that are small to write and huge to walk ----------------------------------
@@ -141,3 +145,26 @@ def test_searching_a_reply_for_json_is_bounded(reply: str) -> None:
 def test_json_after_bracketed_prose_is_still_found() -> None:
     reply = "see [1] and [2] {not json} " * 2000 + 'so: {"route": "x"}'
     assert extract_json(reply, kind=dict) == {"route": "x"}
+
+
+@pytest.mark.parametrize("delay", ["1e9", ".inf", ".nan", "-1"])
+def test_a_scripted_delay_is_bounded_and_finite(delay: str) -> None:
+    """A delay past the model timeout could only time out, again on every retry."""
+    text = chain_spec("{{ 1 }}").replace(
+        "runtime: {provider: scripted}",
+        f"runtime: {{provider: scripted, script: {{delay_s: {delay}}}}}")
+    assert f"delay_s: {delay}" in text
+    with pytest.raises(SpecError, match="delay_s"):
+        load_spec_text(text, "spec.yaml")
+
+
+@pytest.mark.parametrize("args", [["--timeout", "nan"], ["--timeout", "inf"],
+                                  ["--timeout", "-1"], ["--poll", "nan"], ["--poll", "0"]])
+@pytest.mark.parametrize("command", ["wait", "watch"])
+def test_wait_and_watch_refuse_a_timeout_that_never_ends(command: str, args: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "api.cli", command,
+                             "3b241101-e2bb-4255-8caf-4136c566a962", *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    assert result.returncode == 2, result.stderr
+    assert "seconds" in result.stderr and "Traceback" not in result.stderr
