@@ -8,7 +8,7 @@
 # An active virtualenv ($VIRTUAL_ENV) is used as it is; otherwise ./.venv, or the folder
 # in DURABLE_VENV. Every version comes from requirements/constraints.txt, the one lock of
 # every runtime and dev dependency: upgrading one is a deliberate commit to that file
-# (regenerate it as its first line says).
+# (regenerate it with the command in its header).
 set -euo pipefail
 cd "$(dirname "$0")"
 
