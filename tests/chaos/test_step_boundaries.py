@@ -7,11 +7,13 @@ Crash points come from DURABLE_CRASH_AT (worker/faults.py):
 - boundary: `after_commit:1`, each worker dies right after its first commit;
 - mid-step: `before_commit:2`, each worker commits one step, runs the next one's agent
   call and dies before committing it, so that step runs again elsewhere;
-- after-gate: `after_gate:2` with one step at a time per worker: each worker commits
-  one step, claims the next and dies before its agent call. (With several steps at a
-  time, a worker could claim two fanned-out steps and die before committing either,
-  every time: no progress, and the steps dead-lettered after DURABLE_MAX_DELIVERIES,
-  which is the poison-message guard doing its job, not a recovery drill.)
+- after-gate: `after_gate:2`: each worker commits one step, claims the next and dies
+  before its agent call.
+Both drills that die on a worker's second step run one step at a time per worker. With
+several at a time, a worker holds fanned-out steps together and commits whichever
+finishes first: the same branch could lose that race on every worker (seen once in a
+parallel run on a loaded machine) and be dead-lettered after DURABLE_MAX_DELIVERIES,
+which is the poison-message guard doing its job, not a recovery drill.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.chaos
 
 DRILLS = {"boundary": "after_commit:1", "mid-step": "before_commit:2",
           "after-gate": "after_gate:2"}
-CONCURRENCY = {"after_gate:2": 1}  # worker_concurrency per drill (default 8)
+CONCURRENCY = {"before_commit:2": 1, "after_gate:2": 1}  # worker_concurrency (default 8)
 
 
 async def drill(server: RedisServer, case: PatternCase, crash_at: str, logdir: Path
