@@ -49,6 +49,9 @@ fi
 
 spec="."
 [ -n "$extras" ] && spec=".[${extras}]"
+# A strict editable install: build/__editable__*/strands_durable/ is a tree of links to the
+# role folders (store/, scheduler/, worker/, api/), so the one import name maps onto them for
+# Python and for mypy alike. A new module needs this script run again.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
-  -c requirements/constraints.txt -e "$spec"
+  -c requirements/constraints.txt -e "$spec" --config-settings editable_mode=strict
 echo "installed strands-durable${extras:+ [$extras]} in $venv (activate: . $venv/bin/activate)" >&2

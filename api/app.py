@@ -12,13 +12,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from api import errors, routes_control, routes_ops, routes_sessions, routes_system
-from api.auth import require_token
-from api.errors import REDIS_DOWN
-from api.limits import BodyLimit
-from api.schemas import error_responses
-from sessions.connect import open_store
-from sessions.settings import DurableSettings
+from strands_durable.api import errors, routes_control, routes_ops, routes_sessions, routes_system
+from strands_durable.api.auth import require_token
+from strands_durable.api.errors import REDIS_DOWN
+from strands_durable.api.limits import BodyLimit
+from strands_durable.api.schemas import error_responses
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
 
 log = logging.getLogger("durable.api")
 

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.errors import ApiError
+from strands_durable.api.errors import ApiError
 
 # auto_error=False: we answer 401 in our own envelope (FastAPI would send 403).
 bearer = HTTPBearer(auto_error=False, description="DURABLE_API_TOKEN, when the server sets one")

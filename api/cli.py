@@ -21,11 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scheduler.history import event_docs
-from scheduler.loader import LoadedSpec, load_script_file, load_spec_file, parse_var_args
-from scheduler.status import session_status, summary
-from sessions.connect import open_store
-from sessions.errors import (
+from strands_durable.errors import (
     DurableError,
     IdempotencyConflict,
     InvalidId,
@@ -34,11 +30,25 @@ from sessions.errors import (
     SpecError,
     TemplateError,
 )
-from sessions.keys import check_name, check_session_id, check_token
-from sessions.models import SessionStatus, StepResult
-from sessions.redis_url import redact
-from sessions.settings import DEFAULT_REDIS_URL, DurableSettings, Limits, describe_settings_error
-from sessions.store import Store
+from strands_durable.models import SessionStatus, StepResult
+from strands_durable.scheduler.operations.history import event_docs
+from strands_durable.scheduler.operations.status import session_status, summary
+from strands_durable.scheduler.spec.loader import (
+    LoadedSpec,
+    load_script_file,
+    load_spec_file,
+    parse_var_args,
+)
+from strands_durable.settings import (
+    DEFAULT_REDIS_URL,
+    DurableSettings,
+    Limits,
+    describe_settings_error,
+)
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import check_name, check_session_id, check_token
+from strands_durable.store.redis_url import redact
+from strands_durable.store.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
 
@@ -164,9 +174,13 @@ def run(
         "(same hash) instead of starting anew; needs DURABLE_REDIS_URL.")] = False,
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response."""
-    from api.run_resume import latest_resumable, persistent, resume_embedded
-    from scheduler.artifacts import ArtifactPathError, safe_target, write_artifacts
-    from worker.embedded import embedded_settings, run_embedded
+    from strands_durable.api.run_resume import latest_resumable, persistent, resume_embedded
+    from strands_durable.scheduler.planning.artifacts import (
+        ArtifactPathError,
+        safe_target,
+        write_artifacts,
+    )
+    from strands_durable.worker.embedded import embedded_settings, run_embedded
 
     async def body() -> int:
         loaded = load(spec, var, provider, script)
@@ -250,7 +264,7 @@ def submit(
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
 ) -> None:
     """Submit a workflow to the fleet; prints the session id alone."""
-    from scheduler.start import new_session
+    from strands_durable.scheduler.operations.start import new_session
 
     async def body(store: Store) -> str:
         # Loaded and planned before Redis is touched: a refused spec writes no key.
@@ -352,7 +366,7 @@ def history(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
 @app.command()
 def pause(session_id: SessionIdArg) -> None:
     """Pause at the next step boundary: running steps finish and commit."""
-    from scheduler.control import pause as do_pause
+    from strands_durable.scheduler.operations.control import pause as do_pause
 
     new = run_async(with_store(lambda store: do_pause(store, session_id)))
     out.print(f"{session_id} {new}", highlight=False)
@@ -361,7 +375,7 @@ def pause(session_id: SessionIdArg) -> None:
 @app.command()
 def cancel(session_id: SessionIdArg) -> None:
     """Stop scheduling and mark the session cancelled."""
-    from scheduler.control import cancel as do_cancel
+    from strands_durable.scheduler.operations.control import cancel as do_cancel
 
     new = run_async(with_store(lambda store: do_cancel(store, session_id)))
     out.print(f"{session_id} {new}", highlight=False)
@@ -385,7 +399,7 @@ def resume(
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating."""
-    from scheduler.control import resume as do_resume
+    from strands_durable.scheduler.operations.control import resume as do_resume
 
     if from_checkpoint is not None:
         fork_checkpoint(session_id, from_checkpoint, var, set_,
@@ -413,7 +427,7 @@ def resume_inputs(var: list[str] | None, set_: list[str] | None
                   ) -> tuple[dict[str, Any], dict[str, int]]:
     """Variables (`--var`, and `--set` of a non-budget) and budgets (`--set`) of a
     resume or fork; a malformed one is a usage error."""
-    from scheduler.control import parse_sets
+    from strands_durable.scheduler.operations.control import parse_sets
 
     try:
         set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
@@ -426,7 +440,7 @@ def resume_inputs(var: list[str] | None, set_: list[str] | None
 def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
                     other_flags: list[str]) -> None:
     """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
-    from scheduler.checkpoints import fork_from_checkpoint
+    from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
 
     if other_flags:
         raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
@@ -457,8 +471,8 @@ def requeue(
 ) -> None:
     """Put failed or dead-lettered steps back on the stream: attempts reset, a
     step_requeued event recorded, the session running again."""
-    from scheduler.requeue import report_lines
-    from scheduler.requeue import requeue as do_requeue
+    from strands_durable.scheduler.operations.requeue import report_lines
+    from strands_durable.scheduler.operations.requeue import requeue as do_requeue
 
     if session_id is None and not dead:
         raise fail("requeue: give a session id, or --dead for every dead-lettered entry",
@@ -485,7 +499,7 @@ def checkpoints(
     as_json: JsonOpt = False,
 ) -> None:
     """A session's checkpoints (one per commit): type, step, time, clean or not."""
-    from scheduler.checkpoints import get_checkpoint, list_checkpoints
+    from strands_durable.scheduler.operations.checkpoints import get_checkpoint, list_checkpoints
 
     if n is not None and n < 1:
         raise fail(f"checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
@@ -521,7 +535,7 @@ def watch(
                                         callback=_interval_s)] = 0.2,
 ) -> None:
     """Live progress of a session until it stops running; exit codes as `wait`."""
-    from api.watch import watch as do_watch
+    from strands_durable.api.watch import watch as do_watch
 
     record, timed_out = run_async(with_store(
         lambda store: do_watch(store, session_id, out, poll_s=poll, timeout_s=timeout)))
@@ -537,7 +551,7 @@ def workers(
     as_json: JsonOpt = False,
 ) -> None:
     """The workers: consumer name, host/pid, running steps, pending entries, heartbeat."""
-    from sessions.fleet import list_workers
+    from strands_durable.store.fleet import list_workers
 
     infos = [w for w in run_async(with_store(list_workers)) if w.alive or not alive]
     if as_json:
@@ -555,7 +569,7 @@ def workers(
 @app.command()
 def queue(as_json: JsonOpt = False) -> None:
     """Per shard and in total: stream length, lag, pending, dead letters, timers due."""
-    from sessions.fleet import queue_stats
+    from strands_durable.store.fleet import queue_stats
 
     stats = run_async(with_store(queue_stats))
     if as_json:
@@ -610,7 +624,7 @@ def sessions_show(session_id: SessionIdArg) -> None:
 @sessions_app.command("delete")
 def sessions_delete(session_id: SessionIdArg) -> None:
     """Delete a session and everything it stored."""
-    from scheduler.deletion import delete_session
+    from strands_durable.scheduler.operations.deletion import delete_session
 
     run_async(with_store(lambda store: delete_session(store, session_id)))
     out.print(f"deleted {session_id}", highlight=False)
@@ -630,7 +644,7 @@ def sessions_cleanup(
     or paused ones)."""
     import math
 
-    from scheduler.cleanup import cleanup_sessions
+    from strands_durable.scheduler.operations.cleanup import cleanup_sessions
 
     if not math.isfinite(max_age_days) or max_age_days < 0:
         raise fail(f"--max-age-days {max_age_days}: must be a number of days >= 0", EXIT_USAGE)
@@ -657,7 +671,7 @@ def api_serve(
     """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
     import uvicorn
 
-    from api.app import create_app
+    from strands_durable.api.app import create_app
 
     settings = env_settings()
     # Live event streams would hold a graceful shutdown open: give them 5 s.
@@ -673,7 +687,7 @@ def scheduler_serve(
 ) -> None:
     """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
     sessions. Any number of replicas; one leads. Stops on SIGTERM."""
-    from scheduler.service import run_scheduler
+    from strands_durable.scheduler.role.service import run_scheduler
 
     settings = env_settings()
     if metrics_port is not None and not 0 <= metrics_port <= 65535:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
-from sessions.settings import DurableSettings
-from sessions.store import Store
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
 
 
 def get_store(request: Request) -> Store:

@@ -14,10 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from scheduler.checkpoints import CheckpointNotFound, ForkError
-from scheduler.control import NothingToResume
-from scheduler.requeue import NothingToRequeue
-from sessions.errors import (
+from strands_durable.errors import (
     ConfigError,
     DurableError,
     IdempotencyConflict,
@@ -28,6 +25,9 @@ from sessions.errors import (
     SpecError,
     TemplateError,
 )
+from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
+from strands_durable.scheduler.operations.control import NothingToResume
+from strands_durable.scheduler.operations.requeue import NothingToRequeue
 
 log = logging.getLogger("durable.api")
 

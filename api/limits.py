@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import error_body
+from strands_durable.api.errors import error_body
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES

@@ -13,9 +13,9 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from sessions.errors import SessionNotFound
-from sessions.models import SessionStatus
-from sessions.store import SessionRecord, Store
+from strands_durable.errors import SessionNotFound
+from strands_durable.models import SessionStatus
+from strands_durable.store.store import SessionRecord, Store
 
 # Above any real update time (ms); a double holds it exactly, as Redis scores are.
 MAX_SCORE = 2**62

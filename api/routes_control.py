@@ -7,9 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 
-from api.deps import StoreDep
-from api.routes_sessions import location
-from api.schemas import (
+from strands_durable.api.deps import StoreDep
+from strands_durable.api.routes_sessions import location
+from strands_durable.api.schemas import (
     ActionResponse,
     ForkResponse,
     ResumeRequest,
@@ -17,9 +17,9 @@ from api.schemas import (
     SignalRequest,
     error_responses,
 )
-from api.submission import load_submitted, off_loop
-from scheduler import control
-from scheduler.checkpoints import fork_from_checkpoint
+from strands_durable.api.submission import load_submitted, off_loop
+from strands_durable.scheduler.operations import control
+from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
 
 router = APIRouter(prefix="/v1/sessions", tags=["control"])
 

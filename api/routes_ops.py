@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
 
-from api.deps import StoreDep
-from api.schemas import (
+from strands_durable.api.deps import StoreDep
+from strands_durable.api.schemas import (
     MAX_CHECKPOINT,
     CheckpointDetail,
     CheckpointList,
@@ -17,8 +17,8 @@ from api.schemas import (
     SessionIdPath,
     error_responses,
 )
-from scheduler.checkpoints import get_checkpoint, list_checkpoints
-from scheduler.requeue import requeue as do_requeue
+from strands_durable.scheduler.operations.checkpoints import get_checkpoint, list_checkpoints
+from strands_durable.scheduler.operations.requeue import requeue as do_requeue
 
 router = APIRouter(prefix="/v1/sessions", tags=["operations"])
 

@@ -9,11 +9,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from api import sse
-from api.deps import StoreDep, ensure_prepared
-from api.errors import ApiError
-from api.listing import BadCursor, ListQuery, decode_cursor, encode_cursor, list_page
-from api.schemas import (
+from strands_durable.api import sse
+from strands_durable.api.deps import StoreDep, ensure_prepared
+from strands_durable.api.errors import ApiError
+from strands_durable.api.listing import (
+    BadCursor,
+    ListQuery,
+    decode_cursor,
+    encode_cursor,
+    list_page,
+)
+from strands_durable.api.schemas import (
     ArtifactInfo,
     ArtifactList,
     ArtifactNamePath,
@@ -28,12 +34,12 @@ from api.schemas import (
     SubmitResponse,
     error_responses,
 )
-from api.submission import load_submitted, off_loop
-from scheduler.deletion import delete_session
-from scheduler.history import event_docs
-from scheduler.start import new_session
-from scheduler.status import session_status, summary
-from sessions.models import SessionStatus
+from strands_durable.api.submission import load_submitted, off_loop
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.deletion import delete_session
+from strands_durable.scheduler.operations.history import event_docs
+from strands_durable.scheduler.operations.start import new_session
+from strands_durable.scheduler.operations.status import session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

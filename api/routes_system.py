@@ -10,13 +10,13 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from api.auth import bearer, require_token, token_matches
-from api.deps import SettingsDep, StoreDep
-from api.errors import REDIS_DOWN
-from api.schemas import Health, RedisHealth, WorkerHealth, error_responses
-from sessions.fleet import WorkerInfo, list_workers
-from sessions.metrics import CONTENT_TYPE, render_api_metrics
-from sessions.store import Store
+from strands_durable.api.auth import bearer, require_token, token_matches
+from strands_durable.api.deps import SettingsDep, StoreDep
+from strands_durable.api.errors import REDIS_DOWN
+from strands_durable.api.schemas import Health, RedisHealth, WorkerHealth, error_responses
+from strands_durable.metrics import CONTENT_TYPE, render_api_metrics
+from strands_durable.store.fleet import WorkerInfo, list_workers
+from strands_durable.store.store import Store
 
 router = APIRouter(tags=["system"])
 PING_TIMEOUT_S = 2.0

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scheduler.autoresume import find_resumable
-from scheduler.control import resume
-from scheduler.loader import LoadedSpec
-from sessions.connect import MEMORY_URL, open_store
-from sessions.models import StepResult
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.embedded import RunOutcome, run_here
+from strands_durable.models import StepResult
+from strands_durable.scheduler.operations.autoresume import find_resumable
+from strands_durable.scheduler.operations.control import resume
+from strands_durable.scheduler.spec.loader import LoadedSpec
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import MEMORY_URL, open_store
+from strands_durable.store.store import Store
+from strands_durable.worker.embedded import RunOutcome, run_here
 
 
 def persistent(settings: DurableSettings) -> bool:

@@ -9,16 +9,16 @@ from typing import Annotated, Any, Literal
 from fastapi import Header, Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.script import ScriptConfig
-from sessions.errors import InvalidId
-from sessions.keys import (
+from strands_durable.errors import InvalidId
+from strands_durable.models import SessionStatus, TokenUsage
+from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.store.keys import (
     MAX_NAME_CHARS,
     MAX_TOKEN_CHARS,
     check_name,
     check_session_id,
     check_token,
 )
-from sessions.models import SessionStatus, TokenUsage
 
 # The largest checkpoint number taken (a session's commits are far fewer).
 MAX_CHECKPOINT = 10**9

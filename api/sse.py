@@ -10,10 +10,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from api.errors import REDIS_DOWN, error_body
-from scheduler.history import Idle, event_doc, follow_events
-from sessions.errors import SessionNotFound
-from sessions.store import Store
+from strands_durable.api.errors import REDIS_DOWN, error_body
+from strands_durable.errors import SessionNotFound
+from strands_durable.scheduler.operations.history import Idle, event_doc, follow_events
+from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.api")
 MEDIA_TYPE = "text/event-stream"

@@ -13,11 +13,16 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from api.errors import ApiError
-from api.limits import too_large
-from scheduler.loader import LoadedSpec, check_data_shape, load_spec_data, load_spec_text
-from scheduler.script import ScriptConfig
-from sessions.settings import Limits, current_limits
+from strands_durable.api.errors import ApiError
+from strands_durable.api.limits import too_large
+from strands_durable.scheduler.spec.loader import (
+    LoadedSpec,
+    check_data_shape,
+    load_spec_data,
+    load_spec_text,
+)
+from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.settings import Limits, current_limits
 
 SOURCE = "spec"  # what SpecError messages name as the file: "spec: <path>: <problem>"
 # Specs loaded and planned at once; more wait their turn (each is over within about

@@ -17,8 +17,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from sessions.models import SessionStatus, StepResult
-from sessions.store import SessionRecord, Store
+from strands_durable.models import SessionStatus, StepResult
+from strands_durable.store.store import SessionRecord, Store
 
 MAX_ROWS = 30  # the latest steps shown; earlier ones are counted above the table
 

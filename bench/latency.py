@@ -18,12 +18,12 @@ from typing import Any
 
 from bench.specs import chain_spec
 from bench.throughput import BenchError, fresh_prefix
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
-from sessions.store import CommitOutcome, CommitRequest
-from worker.consumer import StepConsumer
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.store import CommitOutcome, CommitRequest
+from strands_durable.worker.consumer import StepConsumer
 
 LAG_PROBE_S = 0.005
 

@@ -1,4 +1,5 @@
-"""Worker processes: real `arq worker.WorkerSettings` (ours) and `arq bench.arq_noop...`."""
+"""Worker processes: real `arq strands_durable.worker.WorkerSettings` (ours) and
+`arq bench.arq_noop...`."""
 
 from __future__ import annotations
 

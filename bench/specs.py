@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from scheduler.loader import LoadedSpec, load_spec_text
+from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
 
 CHAIN = """\
 version: 0

@@ -1,4 +1,4 @@
-"""Rows 1, 2 and 4: steps/s of real `arq worker.WorkerSettings` processes, and the
+"""Rows 1, 2 and 4: steps/s of real `arq strands_durable.worker.WorkerSettings` processes, and the
 jobs/s of plain arq draining the same number of no-op jobs."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from redis.asyncio import Redis
 
 from bench.procs import Procs, clean_env
 from bench.specs import chain_spec
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
 
 WORKER_START_TIMEOUT_S = 60.0
 
@@ -92,7 +92,7 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
     failed_keys = [keys.index_status(s, SessionStatus.FAILED) for s in range(keys.shards)]
     try:
         for _ in range(workers):
-            procs.start("worker", ["worker.WorkerSettings"], env)
+            procs.start("worker", ["strands_durable.worker.WorkerSettings"], env)
 
         async def beating() -> bool:
             return await store.redis.hlen(keys.workers()) >= workers

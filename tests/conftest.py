@@ -12,10 +12,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 from fleet import Fleet
 from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
 
-from sessions.connect import open_store
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 
 @pytest.fixture(scope="session")

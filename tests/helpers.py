@@ -14,7 +14,7 @@ from typing import TypeVar
 # One private redis-server implementation for tests and benchmarks.
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
-from worker.faults import HITS_SUFFIX, breakpoint_name
+from strands_durable.worker.faults import HITS_SUFFIX, breakpoint_name
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

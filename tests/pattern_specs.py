@@ -10,8 +10,8 @@ from typing import Any
 
 from helpers import FIXTURES
 
-from scheduler.loader import LoadedSpec, load_spec_text
-from scheduler.script import ScriptConfig
+from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
+from strands_durable.scheduler.spec.script import ScriptConfig
 
 SHARED = FIXTURES / "strands-cli"
 

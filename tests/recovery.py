@@ -14,13 +14,13 @@ from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix, wait_for
 from pattern_specs import PatternCase
 
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.connect import open_store
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 CLAIM_IDLE_MS = 400
 # Each agent call takes this long. Where a drill's worker dies is decided by its crash

@@ -1,4 +1,5 @@
-"""The worker: `arq worker worker.WorkerSettings` runs a process that hosts the step consumer.
+"""The worker: `arq strands_durable.worker.WorkerSettings` runs a process that hosts the step
+consumer.
 
 arq is handed a client built here from DURABLE_REDIS_URL with the same options as the
 store's (TLS, ACL user, Sentinel, timeouts), and both clients ride out Redis outages
@@ -19,10 +20,10 @@ from arq.connections import ArqRedis, RedisSettings
 from pydantic import ValidationError
 from redis.asyncio.connection import ConnectionPool
 
-from sessions.errors import RedisUrlError
-from sessions.outage import RedisOutage, outage_client_kwargs
-from sessions.redis_url import arq_redis_settings, async_redis_client, redact
-from sessions.settings import DurableSettings, describe_settings_error
+from strands_durable.errors import RedisUrlError
+from strands_durable.settings import DurableSettings, describe_settings_error
+from strands_durable.store.outage import RedisOutage, outage_client_kwargs
+from strands_durable.store.redis_url import arq_redis_settings, async_redis_client, redact
 
 if TYPE_CHECKING:
     from arq.worker import Worker
@@ -36,7 +37,7 @@ MEMORY_URL = "memory://"
 
 def _announce(level: int, message: str) -> None:
     # arq touches Redis before our startup hook runs: make sure the line is formatted.
-    from sessions.logs import configure_logging
+    from strands_durable.logs import configure_logging
 
     configure_logging()
     log.log(level, message)
@@ -129,10 +130,10 @@ def _stop_riding_on_signal(outage: RedisOutage) -> None:
 
 
 async def _startup(ctx: dict[str, Any]) -> None:
-    from sessions import metrics
-    from sessions.connect import open_store
-    from sessions.logs import configure_logging
-    from worker.consumer import StepConsumer
+    from strands_durable import metrics
+    from strands_durable.logs import configure_logging
+    from strands_durable.store.connect import open_store
+    from strands_durable.worker.consumer import StepConsumer
 
     global _metrics_watched
     configure_logging()
@@ -156,7 +157,7 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
         await consumer.stop()
         await consumer.store.redis.aclose()
     if "durable_metrics" in ctx:
-        from sessions import metrics
+        from strands_durable import metrics
 
         metrics.stop_worker_metrics(ctx.pop("durable_metrics"))
 

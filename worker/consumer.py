@@ -19,13 +19,13 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from sessions import metrics
-from sessions.keys import CONSUMER_GROUP, check_token
-from sessions.models import Event, StepJob, now_iso, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.execute import StepExecutor
-from worker.step_runner import StepRunner
+from strands_durable import metrics
+from strands_durable.models import Event, StepJob, now_iso, now_ms
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import CONSUMER_GROUP, check_token
+from strands_durable.store.store import Store
+from strands_durable.worker.execute import StepExecutor
+from strands_durable.worker.step_runner import StepRunner
 
 log = logging.getLogger("durable.worker")
 

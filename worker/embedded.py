@@ -9,14 +9,14 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from scheduler.advance import FINAL_RESPONSE
-from scheduler.loader import LoadedSpec
-from scheduler.start import start_session
-from sessions.connect import MEMORY_URL, open_store
-from sessions.models import SessionStatus, StepResult
-from sessions.settings import DurableSettings
-from sessions.store import SessionRecord, Store
-from worker.session_consumer import SessionConsumer
+from strands_durable.models import SessionStatus, StepResult
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
+from strands_durable.scheduler.spec.loader import LoadedSpec
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import MEMORY_URL, open_store
+from strands_durable.store.store import SessionRecord, Store
+from strands_durable.worker.session_consumer import SessionConsumer
 
 POLL_S = 0.02
 

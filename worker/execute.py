@@ -6,13 +6,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.spec import Spec
-from sessions.errors import StepFailed
-from sessions.models import StepJob
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.agent_call import call_agent
-from worker.providers import ModelConfig, build_model
+from strands_durable.errors import StepFailed
+from strands_durable.models import StepJob
+from strands_durable.scheduler.spec.model import Spec
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.agent_call import call_agent
+from strands_durable.worker.providers import ModelConfig, build_model
 
 
 @dataclass(frozen=True)

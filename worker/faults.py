@@ -30,7 +30,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sessions.models import StepJob
+from strands_durable.models import StepJob
 
 log = logging.getLogger("durable.worker")
 

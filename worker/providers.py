@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from strands.models.model import Model
 
-from scheduler.script import ScriptConfig
-from sessions.errors import ProviderError
-from worker.scripted_model import ScriptedModel
+from strands_durable.errors import ProviderError
+from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.worker.scripted_model import ScriptedModel
 
 # Anthropic's API requires max_tokens; Strands has no default for it.
 ANTHROPIC_DEFAULT_MAX_TOKENS = 4096

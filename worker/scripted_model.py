@@ -18,8 +18,8 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from scheduler.script import ScriptConfig
-from sessions.errors import ProviderError
+from strands_durable.errors import ProviderError
+from strands_durable.scheduler.spec.script import ScriptConfig
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sessions.keys import check_session_id
-from sessions.models import now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
-from worker.execute import StepExecutor
+from strands_durable.models import now_ms
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import check_session_id
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
+from strands_durable.worker.execute import StepExecutor
 
 
 class SessionConsumer(StepConsumer):

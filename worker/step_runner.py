@@ -21,17 +21,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from scheduler.advance import Snapshot, plan_commit
-from scheduler.spec import Spec
-from scheduler.status import parse_spec
-from sessions import metrics
-from sessions.errors import DurableError, SpecError, StepFailed, TemplateError
-from sessions.models import Event, StepJob, StepResult, now_iso, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import CommitRequest, Store
-from worker import retry_policy
-from worker.execute import StepExecutor, StepOutput
-from worker.faults import Breakpoints, CrashPoints
+from strands_durable import metrics
+from strands_durable.errors import DurableError, SpecError, StepFailed, TemplateError
+from strands_durable.models import Event, StepJob, StepResult, now_iso, now_ms
+from strands_durable.scheduler.operations.status import parse_spec
+from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
+from strands_durable.scheduler.spec.model import Spec
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import CommitRequest, Store
+from strands_durable.worker import retry_policy
+from strands_durable.worker.execute import StepExecutor, StepOutput
+from strands_durable.worker.faults import Breakpoints, CrashPoints
 
 log = logging.getLogger("durable.worker")
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from scheduler.patterns.base import Decision, PlanContext, Planner
-from scheduler.patterns.chain import ChainPlanner
-from scheduler.patterns.evaluator_optimizer import EvaluatorOptimizerPlanner
-from scheduler.patterns.graph import GraphPlanner
-from scheduler.patterns.orchestrator_workers import OrchestratorWorkersPlanner
-from scheduler.patterns.parallel import ParallelPlanner
-from scheduler.patterns.routing import RoutingPlanner
-from scheduler.patterns.workflow import WorkflowPlanner
+from strands_durable.scheduler.patterns.base import Decision, PlanContext, Planner
+from strands_durable.scheduler.patterns.chain import ChainPlanner
+from strands_durable.scheduler.patterns.evaluator_optimizer import EvaluatorOptimizerPlanner
+from strands_durable.scheduler.patterns.graph import GraphPlanner
+from strands_durable.scheduler.patterns.orchestrator_workers import OrchestratorWorkersPlanner
+from strands_durable.scheduler.patterns.parallel import ParallelPlanner
+from strands_durable.scheduler.patterns.routing import RoutingPlanner
+from strands_durable.scheduler.patterns.workflow import WorkflowPlanner
 
 PLANNERS: dict[str, Planner] = {
     "chain": ChainPlanner(),

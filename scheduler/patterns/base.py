@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.spec import HitlStep, Spec
-from scheduler.templates import render
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.spec.model import HitlStep, Spec
+from strands_durable.scheduler.spec.templates import render
 
 
 @dataclass(frozen=True)

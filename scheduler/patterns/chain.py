@@ -10,9 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
-from scheduler.patterns.base import HITL_AGENT, Decision, PlanContext, agent_job, hitl_job
-from scheduler.spec import AgentStep, ChainConfig
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import (
+    HITL_AGENT,
+    Decision,
+    PlanContext,
+    agent_job,
+    hitl_job,
+)
+from strands_durable.scheduler.spec.model import AgentStep, ChainConfig
 
 
 def step_key(index: int) -> str:

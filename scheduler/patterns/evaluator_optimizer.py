@@ -53,8 +53,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.json_reply import extract_json
-from scheduler.patterns.base import (
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.operations.json_reply import extract_json
+from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
     agent_job,
@@ -62,8 +63,7 @@ from scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from scheduler.spec import EvaluatorOptimizerConfig
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.spec.model import EvaluatorOptimizerConfig
 
 DEFAULT_REVISE_PROMPT = (
     "Revise the following draft based on evaluator feedback.\n\n"

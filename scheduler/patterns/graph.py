@@ -46,8 +46,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.budgets import GRAPH_DEFAULT_MAX_STEPS
-from scheduler.patterns.base import (
+from strands_durable.errors import TemplateError
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
     agent_job,
@@ -55,10 +56,9 @@ from scheduler.patterns.base import (
     split_key,
     with_result,
 )
-from scheduler.spec import AgentNode, GraphConfig, GraphNode, HitlStep
-from scheduler.templates import render_condition
-from sessions.errors import TemplateError
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.planning.budgets import GRAPH_DEFAULT_MAX_STEPS
+from strands_durable.scheduler.spec.model import AgentNode, GraphConfig, GraphNode, HitlStep
+from strands_durable.scheduler.spec.templates import render_condition
 
 # strands-cli's total node-execution limit when runtime.budgets.max_steps is not set.
 DEFAULT_MAX_STEPS = GRAPH_DEFAULT_MAX_STEPS

@@ -61,8 +61,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from scheduler.json_reply import extract_json
-from scheduler.patterns.base import (
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.operations.json_reply import extract_json
+from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
     agent_job,
@@ -70,8 +71,12 @@ from scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from scheduler.spec import AgentStep, HitlStep, OrchestratorWorkersConfig, Step
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.spec.model import (
+    AgentStep,
+    HitlStep,
+    OrchestratorWorkersConfig,
+    Step,
+)
 
 MAX_JSON_RETRIES = 2  # strands-cli's _invoke_orchestrator_with_retry default
 DONE_WORDS = frozenset({"complete", "completed", "done"})

@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scheduler.patterns.base import (
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
     agent_job,
@@ -34,8 +35,7 @@ from scheduler.patterns.base import (
     split_key,
     with_result,
 )
-from scheduler.spec import AgentStep, Branch, HitlStep, ParallelConfig, Step
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.spec.model import AgentStep, Branch, HitlStep, ParallelConfig, Step
 
 REDUCE_KEY = "reduce"
 

@@ -43,8 +43,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from scheduler.json_reply import extract_json
-from scheduler.patterns.base import (
+from strands_durable.errors import SpecError
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.operations.json_reply import extract_json
+from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
     agent_job,
@@ -52,9 +54,7 @@ from scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from scheduler.spec import AgentStep, HitlStep, RoutingConfig
-from sessions.errors import SpecError
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.spec.model import AgentStep, HitlStep, RoutingConfig
 
 ROUTER_KEY = "router"
 REVIEW_KEY = "router:review"

@@ -37,10 +37,10 @@ from typing import Any
 
 from jinja2 import TemplateSyntaxError, nodes
 
-from scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
-from scheduler.spec import AgentSpec, HitlTask, Task, WorkflowConfig
-from scheduler.templates import ENV
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
+from strands_durable.scheduler.spec.model import AgentSpec, HitlTask, Task, WorkflowConfig
+from strands_durable.scheduler.spec.templates import ENV
 
 PREFIX = "task:"
 

@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from fleet import durable_bin
 from helpers import REPO, free_port, wait_for, wait_for_sync
 
-from api.app import create_app
-from sessions.settings import DurableSettings
+from strands_durable.api.app import create_app
+from strands_durable.settings import DurableSettings
 
 TOKEN = "t0ken-for-tests"
 # Short blocks so followers notice ended or deleted sessions quickly in tests.

@@ -10,7 +10,7 @@ import pytest
 from apihelp import asgi_client, make_app
 from fastapi import FastAPI
 
-from sessions.settings import DurableSettings
+from strands_durable.settings import DurableSettings
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 from apihelp import TOKEN, asgi_client, error_of, make_app
 from fastapi import FastAPI
 
-from api.auth import token_matches
-from sessions.settings import DurableSettings
+from strands_durable.api.auth import token_matches
+from strands_durable.settings import DurableSettings
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import pytest
 from apihelp import HITL, chain_spec, error_of, submit, wait_status
 from helpers import StepBreakpoints, wait_for
 
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ from apihelp import (
 from fastapi import FastAPI
 from helpers import StepBreakpoints, start_redis
 
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 from apihelp import chain_spec, error_of, submit, wait_status
 from fake_ollama import FakeOllama, fake_ollama
 
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -10,9 +10,9 @@ import pytest
 from apihelp import chain_spec, error_of, submit, wait_status
 from fastapi import FastAPI
 
-from scheduler.control import cancel
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.scheduler.operations.control import cancel
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from helpers import free_port, start_redis, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from sessions.models import now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.models import now_ms
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -7,14 +7,18 @@ import httpx
 import pytest
 from apihelp import make_app
 
-from api.errors import ApiError, domain_error, validation_message
-from api.listing import MAX_SCORE, BadCursor, Cursor, ListQuery, decode_cursor, encode_cursor
-from api.sse import frame
-from api.submission import load_submitted, spec_size
-from scheduler.checkpoints import CheckpointNotFound, ForkError
-from scheduler.control import NothingToResume
-from scheduler.requeue import NothingToRequeue
-from sessions.errors import (
+from strands_durable.api.errors import ApiError, domain_error, validation_message
+from strands_durable.api.listing import (
+    MAX_SCORE,
+    BadCursor,
+    Cursor,
+    ListQuery,
+    decode_cursor,
+    encode_cursor,
+)
+from strands_durable.api.sse import frame
+from strands_durable.api.submission import load_submitted, spec_size
+from strands_durable.errors import (
     ConfigError,
     DurableError,
     InvalidTransition,
@@ -23,7 +27,10 @@ from sessions.errors import (
     SpecError,
     TemplateError,
 )
-from sessions.settings import DurableSettings
+from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
+from strands_durable.scheduler.operations.control import NothingToResume
+from strands_durable.scheduler.operations.requeue import NothingToRequeue
+from strands_durable.settings import DurableSettings
 
 
 @pytest.mark.parametrize(("exc", "status", "code"), [

@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
 from apihelp import asgi_client, make_app
 
-from sessions.settings import DurableSettings
-from sessions.store import Store
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
 
 CANARY = "sk-canary-7f3a9c"
 
@@ -58,7 +58,7 @@ def set_limits(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]
     """Set DURABLE_* limits for this test: set_limits(render_timeout_s=1). The process
     reads them once, so the cache is cleared on each change and afterwards."""
 
-    from sessions.settings import current_limits
+    from strands_durable.settings import current_limits
 
     def apply(**values: object) -> None:
         for name, value in values.items():

@@ -19,7 +19,7 @@ from conftest import snapshot
 from fleet import durable_bin
 from helpers import REPO, RedisServer
 
-from sessions.store import Store
+from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
 

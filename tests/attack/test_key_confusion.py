@@ -19,12 +19,12 @@ from conftest import snapshot
 from fleet import durable_bin
 from helpers import REPO, RedisServer, wait_for
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions.errors import DurableError
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.errors import DurableError
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

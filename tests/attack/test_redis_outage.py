@@ -26,16 +26,16 @@ from helpers import REPO, RedisServer, free_port, random_prefix, start_redis, wa
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import SessionStatus
-from sessions.outage import RedisOutage, outage_client_kwargs
-from sessions.scripts import script_source
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.outage import RedisOutage, outage_client_kwargs
+from strands_durable.store.scripts import script_source
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.e2e
 

@@ -15,12 +15,12 @@ import pytest
 from helpers import REPO
 from test_sandbox_escapes import chain_spec
 
-from api.limits import MAX_BODY_BYTES
-from scheduler.json_reply import extract_json
-from scheduler.loader import load_spec_text
-from scheduler.templates import render
-from sessions.errors import InvalidId, SpecError, TemplateError
-from sessions.keys import check_name
+from strands_durable.api.limits import MAX_BODY_BYTES
+from strands_durable.errors import InvalidId, SpecError, TemplateError
+from strands_durable.scheduler.operations.json_reply import extract_json
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.scheduler.spec.templates import render
+from strands_durable.store.keys import check_name
 
 # --- values that are small to write and huge to walk ----------------------------------
 
@@ -162,7 +162,7 @@ def test_a_scripted_delay_is_bounded_and_finite(delay: str) -> None:
                                   ["--timeout", "-1"], ["--poll", "nan"], ["--poll", "0"]])
 @pytest.mark.parametrize("command", ["wait", "watch"])
 def test_wait_and_watch_refuse_a_timeout_that_never_ends(command: str, args: list[str]) -> None:
-    result = subprocess.run([sys.executable, "-m", "api.cli", command,
+    result = subprocess.run([sys.executable, "-m", "strands_durable.api.cli", command,
                              "3b241101-e2bb-4255-8caf-4136c566a962", *args],
                             cwd=REPO, capture_output=True, text=True, timeout=60,
                             env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})

@@ -25,16 +25,16 @@ from apihelp import TOKEN, asgi_client, chain_spec, make_app
 from fleet import durable_bin
 from helpers import REPO, RedisServer, StepBreakpoints, free_port, wait_for, wait_for_sync
 
-from scheduler.control import cancel, pause
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions import metrics
-from sessions.connect import open_store
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import Event, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable import metrics
+from strands_durable.models import Event, now_ms
+from strands_durable.scheduler.operations.control import cancel, pause
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ async def test_the_scheduler_expires_ended_sessions_past_retention(
 
 async def test_retention_zero_keeps_everything(settings: DurableSettings, store: Store,
                                                consumer: StepConsumer) -> None:
-    from scheduler.service import SchedulerService
+    from strands_durable.scheduler.role.service import SchedulerService
 
     sid = await start(store, spec("done"))
     await wait_for(lambda: has_status(store, sid, "completed"), what="completion")

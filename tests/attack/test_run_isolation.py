@@ -15,13 +15,13 @@ from apihelp import chain_spec
 from fleet import Fleet, durable_bin
 from helpers import REPO, wait_for
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import StepJob, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.session_consumer import SessionConsumer
+from strands_durable.models import StepJob, now_ms
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.session_consumer import SessionConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -20,13 +20,13 @@ from conftest import CANARY, cli_env
 from fleet import durable_bin
 from helpers import REPO
 
-from scheduler.loader import load_spec_text
-from scheduler.start import new_session
-from scheduler.templates import render, render_condition
-from sessions.errors import SpecError, TemplateError
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.errors import SpecError, TemplateError
+from strands_durable.scheduler.operations.start import new_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.scheduler.spec.templates import render, render_condition
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 ISSUE_PAYLOAD = "{{ str.format('{0.__init__.__globals__[os].environ[OPENAI_API_KEY]}', cycler) }}"
 

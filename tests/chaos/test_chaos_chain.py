@@ -10,10 +10,10 @@ import pytest
 from fleet import Fleet
 from recovery import kill_every_second, start_fleet
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.store import Store
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.chaos
 

@@ -13,8 +13,8 @@ from helpers import RedisServer
 from pattern_specs import CASES
 from recovery import FAST, kill_every_second, outcome, reference_run, start_fleet
 
-from scheduler.start import start_session
-from sessions.store import Store
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.chaos
 

@@ -30,9 +30,9 @@ from helpers import RedisServer, poll_until, random_prefix
 from pattern_specs import CASES, PatternCase
 from recovery import DELAY_S, FAST, Outcome, ended, outcome, reference_run, settings_for
 
-from scheduler.start import start_session
-from sessions.connect import open_store
-from worker.faults import CRASH_EXIT_CODE
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.store.connect import open_store
+from strands_durable.worker.faults import CRASH_EXIT_CODE
 
 pytestmark = pytest.mark.chaos
 

@@ -26,12 +26,12 @@ import pytest
 import yaml
 from pydantic_settings import BaseSettings
 
-from sessions.settings import DurableSettings
+from strands_durable.settings import DurableSettings
 from tests.helpers import REPO, free_port, random_prefix, start_redis, wait_for_sync
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ROLE_COMMANDS = {"api": ["durable", "api"], "scheduler": ["durable", "scheduler"],
-                 "worker": ["arq", "worker.WorkerSettings"]}
+                 "worker": ["arq", "strands_durable.worker.WorkerSettings"]}
 CODE_PACKAGES = ("sessions", "scheduler", "worker", "api")
 
 
@@ -303,7 +303,7 @@ def healthcheck_command() -> list[str]:
 
 
 # Console scripts a role runs, and the module each one runs.
-SCRIPT_MODULES = {"durable": "api.cli", "arq": "arq"}
+SCRIPT_MODULES = {"durable": "strands_durable.api.cli", "arq": "arq"}
 
 
 def executable(argv: list[str]) -> list[str]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.settings import DurableSettings
+from strands_durable.settings import DurableSettings
 from tests.helpers import REPO
 
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
@@ -297,9 +297,10 @@ def test_the_image_package_serves_every_role(built_venv: Path, stages: list[Stag
         assert re.search(rf"\b{command}\b", cli.stdout), f"`durable {command}` is missing"
     assert shlex.split(cmd.strip("[]").replace(",", " ")) == ["durable", "api"]
     probe = run_in(built_venv, str(built_venv / "bin" / "python"), "-c",
-                   "import worker, sessions.scripts as s, api.cli;"
-                   "print(worker.__file__);"
-                   "print(worker.WorkerSettings.functions[0].__name__);"
+                   "import strands_durable.worker, strands_durable.api.cli;"
+                   "import strands_durable.store.scripts as s;"
+                   "print(strands_durable.worker.__file__);"
+                   "print(strands_durable.worker.WorkerSettings.functions[0].__name__);"
                    "print(len(s.script_source('commit')))")
     assert probe.returncode == 0, probe.stderr
     where, function, lua = probe.stdout.split()

@@ -25,15 +25,15 @@ from cloudcoil.models.prometheus_operator import v1 as promop
 from pydantic import BaseModel
 from redis.connection import parse_url
 
-from sessions.keys import CONSUMER_GROUP, Keys
-from sessions.redis_url import SentinelTarget, parse_sentinel_url
-from sessions.settings import DurableSettings
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import CONSUMER_GROUP, Keys
+from strands_durable.store.redis_url import SentinelTarget, parse_sentinel_url
 from tests.helpers import REPO
 
 CHART = REPO / "helm" / "strands-durable"
 KUBE_VERSIONS = ["1.25.0", kubernetes_validate.latest_version()]  # Chart.yaml: >=1.25
 ROLE_COMMANDS = {"api": ["durable", "api"], "scheduler": ["durable", "scheduler"],
-                 "worker": ["arq", "worker.WorkerSettings"]}
+                 "worker": ["arq", "strands_durable.worker.WorkerSettings"]}
 CRD_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("keda.sh/v1alpha1", "ScaledObject"): keda.ScaledObject,
     ("keda.sh/v1alpha1", "TriggerAuthentication"): keda.TriggerAuthentication,

@@ -27,12 +27,12 @@ import yaml
 from fleet import Fleet, durable_bin
 from helpers import REPO, free_port, poll_until, wait_for, wait_for_sync
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
-from sessions.store import Store
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.store import Store
 
 DASHBOARDS = sorted((REPO / "deploy" / "grafana" / "dashboards").glob("*.json"))
 PROM_DIR = REPO / "deploy" / "prometheus"

@@ -18,7 +18,7 @@ from helpers import REPO, StepBreakpoints
 
 
 def durable_bin() -> list[str]:
-    return [sys.executable, "-m", "api.cli"]
+    return [sys.executable, "-m", "strands_durable.api.cli"]
 
 
 def arq_bin() -> list[str]:
@@ -49,8 +49,8 @@ class Fleet:
     def start_worker(self) -> subprocess.Popen[bytes]:
         self.started += 1
         log = (self.logdir / f"worker-{self.started}.log").open("wb")
-        proc = subprocess.Popen([*arq_bin(), "worker.WorkerSettings"], cwd=REPO, env=self.env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*arq_bin(), "strands_durable.worker.WorkerSettings"], cwd=REPO,
+                                env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.workers.append(proc)
         return proc
 

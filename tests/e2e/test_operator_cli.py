@@ -259,8 +259,8 @@ def test_run_auto_resume(fleet_factory, tmp_path: Path, ollama: FakeOllama) -> N
 def test_watch_rows_follow_the_events() -> None:
     """The view `durable watch` draws: committed steps in commit order, then the rest
     with their latest state."""
-    from api.watch import step_rows
-    from sessions.models import StepResult
+    from strands_durable.api.watch import step_rows
+    from strands_durable.models import StepResult
 
     events = [("1-0", {"type": "step_scheduled", "step": "task:b", "attempt": "1"}),
               ("2-0", {"type": "step_scheduled", "step": "task:a", "attempt": "1"}),

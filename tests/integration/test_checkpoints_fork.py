@@ -12,23 +12,23 @@ import pytest
 from fake_ollama import FakeOllama, fake_ollama
 from helpers import wait_for
 
-from scheduler.checkpoints import (
+from strands_durable.errors import SessionNotFound
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.checkpoints import (
     CheckpointNotFound,
     ForkError,
     fork_from_checkpoint,
     get_checkpoint,
     list_checkpoints,
 )
-from scheduler.control import resume
-from scheduler.loader import load_spec_text
-from scheduler.requeue import requeue
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.errors import SessionNotFound
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.scheduler.operations.control import resume
+from strands_durable.scheduler.operations.requeue import requeue
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -9,14 +9,14 @@ import pytest
 from helpers import StepBreakpoints, wait_for
 from pattern_specs import CASES
 
-from scheduler.control import cancel, pause, resume
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.errors import DurableError, InvalidTransition
-from sessions.models import SessionStatus
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.errors import DurableError, InvalidTransition
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.control import cancel, pause, resume
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -269,7 +269,7 @@ async def test_graph_step_budget_pauses_and_set_lets_it_finish(
 
 
 async def test_control_of_an_unknown_session_writes_nothing(store: Store) -> None:
-    from sessions.errors import SessionNotFound
+    from strands_durable.errors import SessionNotFound
 
     ghost = "00000000-0000-4000-8000-000000000000"
     for action in (pause, cancel, resume):

@@ -12,15 +12,22 @@ from pathlib import Path
 import pytest
 from helpers import StepBreakpoints, wait_for
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.fleet import QueueStats, ShardStats, lag_of, list_workers, queue_stats, worker_infos
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import SessionStatus, StepJob, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.models import SessionStatus, StepJob, now_ms
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.fleet import (
+    QueueStats,
+    ShardStats,
+    lag_of,
+    list_workers,
+    queue_stats,
+    worker_infos,
+)
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from helpers import wait_for
 
-from sessions.errors import LockLost, LockNotAcquired
-from sessions.locks import Lock, locked
-from sessions.store import Store
+from strands_durable.errors import LockLost, LockNotAcquired
+from strands_durable.store.locks import Lock, locked
+from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
 

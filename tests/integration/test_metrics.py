@@ -17,17 +17,17 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis as SyncRedis
 
-from scheduler.control import pause, resume
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from sessions import metrics
-from sessions.connect import open_store
-from sessions.errors import SessionNotFound
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import SessionStatus, StepJob, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable import metrics
+from strands_durable.errors import SessionNotFound
+from strands_durable.models import SessionStatus, StepJob, now_ms
+from strands_durable.scheduler.operations.control import pause, resume
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -338,8 +338,8 @@ def test_agent_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_checkpoint_bytes_counts_what_the_commit_writes() -> None:
-    from sessions.models import StepResult
-    from sessions.store import commit_bytes
+    from strands_durable.models import StepResult
+    from strands_durable.store.store import commit_bytes
 
     job = StepJob(session_id="s", key="step:0", agent="a", input="x")
     small = commit_bytes(StepResult(key="step:0", agent="a", response="r").to_json(),

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from worker.agent_call import RetryPolicy, call_agent
-from worker.providers import ModelConfig, build_model
+from strands_durable.worker.agent_call import RetryPolicy, call_agent
+from strands_durable.worker.providers import ModelConfig, build_model
 
 REPLY_PARTS = ["Hello", " from", " the fake", " server"]
 REPLY = "".join(REPLY_PARTS)

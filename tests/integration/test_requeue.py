@@ -12,17 +12,17 @@ import pytest
 from fake_ollama import FakeOllama, fake_ollama
 from helpers import StepBreakpoints, wait_for
 
-from scheduler.loader import load_spec_text
-from scheduler.requeue import NothingToRequeue, requeue
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.connect import open_store
-from sessions.errors import DurableError, InvalidTransition, SessionNotFound
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import Event, SessionStatus, StepJob
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
+from strands_durable.models import Event, SessionStatus, StepJob
+from strands_durable.scheduler.operations.requeue import NothingToRequeue, requeue
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

@@ -17,18 +17,18 @@ import pytest
 from fleet import durable_bin
 from helpers import REPO, StepBreakpoints, free_port, poll_until, wait_for, wait_for_sync
 
-from scheduler.control import resume
-from scheduler.loader import load_spec_text
-from scheduler.service import LOCK_NAME, SchedulerService
-from scheduler.start import start_session
-from scheduler.watchdog import STUCK_EVENT
-from sessions import metrics
-from sessions.connect import open_store
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import Event, SessionStatus, StepJob, now_iso, now_ms
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable import metrics
+from strands_durable.models import Event, SessionStatus, StepJob, now_iso, now_ms
+from strands_durable.scheduler.operations.control import resume
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.role.service import LOCK_NAME, SchedulerService
+from strands_durable.scheduler.role.watchdog import STUCK_EVENT
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

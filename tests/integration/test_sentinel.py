@@ -15,13 +15,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError, TimeoutError
 
-from scheduler.loader import load_spec_file
-from scheduler.start import start_session
-from sessions.connect import open_store
-from sessions.models import SessionStatus
-from sessions.redis_url import arq_redis_settings, sync_redis_client
-from sessions.settings import DurableSettings
-from sessions.store import Store
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_file
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.redis_url import arq_redis_settings, sync_redis_client
+from strands_durable.store.store import Store
 from tests.e2e.fleet import Fleet
 from tests.helpers import (
     EXAMPLES,

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
-from sessions.store import CommitRequest, NewSession, Store
+from strands_durable.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import CommitRequest, NewSession, Store
 
 pytestmark = pytest.mark.integration
 

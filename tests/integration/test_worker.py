@@ -7,14 +7,14 @@ from collections import Counter
 import pytest
 from helpers import StepBreakpoints, poll_until, wait_for
 
-from scheduler.loader import load_spec_text
-from scheduler.start import start_session
-from scheduler.status import session_status
-from sessions.keys import CONSUMER_GROUP
-from sessions.models import SessionStatus
-from sessions.settings import DurableSettings
-from sessions.store import Store
-from worker.consumer import StepConsumer
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 

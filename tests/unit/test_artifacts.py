@@ -2,7 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.artifacts import ArtifactPathError, safe_target, write_artifacts
+from strands_durable.scheduler.planning.artifacts import (
+    ArtifactPathError,
+    safe_target,
+    write_artifacts,
+)
 
 
 @pytest.mark.parametrize("name", ["../escape.md", "/etc/passwd", "a/../../b.md", "", "  "])

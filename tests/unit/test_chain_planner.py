@@ -6,10 +6,10 @@ from collections import OrderedDict
 
 import pytest
 
-from scheduler.loader import load_spec_text
-from scheduler.patterns import PlanContext, planner_for
-from sessions.errors import TemplateError
-from sessions.models import SessionStatus, StepResult
+from strands_durable.errors import TemplateError
+from strands_durable.models import SessionStatus, StepResult
+from strands_durable.scheduler.patterns import PlanContext, planner_for
+from strands_durable.scheduler.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers import EXAMPLES
 from typer.testing import CliRunner
 
-from api.cli import app
+from strands_durable.api.cli import app
 
 runner = CliRunner()
 
@@ -111,8 +111,8 @@ def test_a_bad_setting_is_a_usage_error_naming_the_variable(tmp_path: Path) -> N
 def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
     import pytest
 
-    from scheduler.control import parse_sets
-    from sessions.errors import DurableError
+    from strands_durable.errors import DurableError
+    from strands_durable.scheduler.operations.control import parse_sets
 
     assert parse_sets({"budgets.max_steps": "50", "max_tokens": "9", "topic": "x",
                        "inputs.values.tone": "warm"}) == (

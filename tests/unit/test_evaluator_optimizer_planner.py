@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from scheduler.artifacts import render_artifacts
-from scheduler.loader import load_spec_text
-from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.evaluator_optimizer import (
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import Decision, PlanContext
+from strands_durable.scheduler.patterns.evaluator_optimizer import (
     DEFAULT_EVALUATOR_INPUT,
     EvaluatorOptimizerPlanner,
     parse_evaluation,
 )
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.planning.artifacts import render_artifacts
+from strands_durable.scheduler.spec.loader import load_spec_text
 
 FIXTURE = (Path(__file__).parents[1] / "fixtures" / "strands-cli"
            / "evaluator-optimizer-writing-openai.yaml")

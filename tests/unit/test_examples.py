@@ -16,7 +16,7 @@ import yaml
 from helpers import EXAMPLES
 from typer.testing import CliRunner
 
-from api.cli import app
+from strands_durable.api.cli import app
 
 runner = CliRunner()
 ALL_EXAMPLES = sorted(EXAMPLES.glob("*.yaml"))

@@ -10,15 +10,20 @@ from typing import Any
 
 import pytest
 
-from scheduler.advance import Snapshot, plan_commit
-from scheduler.artifacts import render_artifacts
-from scheduler.budgets import Spend, exceeded, limits
-from scheduler.loader import load_spec_text
-from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.graph import DEFAULT_MAX_STEPS, GraphPlanner, node_key, parse_key
-from sessions.errors import TemplateError
-from sessions.models import SessionStatus, StepJob, StepResult, now_ms
-from sessions.store import CommitRequest
+from strands_durable.errors import TemplateError
+from strands_durable.models import SessionStatus, StepJob, StepResult, now_ms
+from strands_durable.scheduler.patterns.base import Decision, PlanContext
+from strands_durable.scheduler.patterns.graph import (
+    DEFAULT_MAX_STEPS,
+    GraphPlanner,
+    node_key,
+    parse_key,
+)
+from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
+from strands_durable.scheduler.planning.artifacts import render_artifacts
+from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.store.store import CommitRequest
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "graph-loop-with-break.yaml"
 planner = GraphPlanner()

@@ -1,4 +1,4 @@
-from sessions.keys import Keys, new_session_id, shard_of
+from strands_durable.store.keys import Keys, new_session_id, shard_of
 
 
 def test_session_keys_share_their_shards_hash_tag() -> None:

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from scheduler.artifacts import render_artifacts
-from scheduler.loader import load_spec_text
-from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.orchestrator_workers import (
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import Decision, PlanContext
+from strands_durable.scheduler.patterns.orchestrator_workers import (
     OrchestratorWorkersPlanner,
     orchestrator_prompt,
     parse_tasks,
 )
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.planning.artifacts import render_artifacts
+from strands_durable.scheduler.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

@@ -11,7 +11,7 @@ import pytest
 from redis.exceptions import AuthenticationError, BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from sessions.outage import OutageRetry, RedisOutage, RedisOutageExceeded
+from strands_durable.store.outage import OutageRetry, RedisOutage, RedisOutageExceeded
 
 
 class Clock:

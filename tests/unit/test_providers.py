@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
-from scheduler.script import ScriptConfig, ScriptRule
-from sessions.errors import DurableError, ProviderError
-from worker.providers import SUPPORTED_PROVIDERS, ModelConfig, build_model, is_transient
-from worker.scripted_model import ScriptedModel
+from strands_durable.errors import DurableError, ProviderError
+from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
+from strands_durable.worker.providers import (
+    SUPPORTED_PROVIDERS,
+    ModelConfig,
+    build_model,
+    is_transient,
+)
+from strands_durable.worker.scripted_model import ScriptedModel
 
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 77}
 

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from sessions.errors import ConfigError
-from sessions.redis_url import (
+from strands_durable.errors import ConfigError
+from strands_durable.store.redis_url import (
     SentinelTarget,
     ServerTarget,
     TlsOptions,
@@ -100,7 +100,7 @@ def test_every_role_gets_the_same_options() -> None:
     URL's TLS options and ACL user (arq's own from_dsn dropped the query options)."""
     from redis.asyncio import Redis as AsyncRedis
 
-    from sessions.redis_url import Timeouts, async_redis_client, sync_redis_client
+    from strands_durable.store.redis_url import Timeouts, async_redis_client, sync_redis_client
 
     url = "rediss://worker:s3cret@h:6390/3?ssl_cert_reqs=none"
     timeouts = Timeouts(connect_s=1.5, socket_s=7)
@@ -153,7 +153,7 @@ def test_redact(url: str, shown: str) -> None:
 def test_settings_errors_never_show_the_password() -> None:
     from pydantic import ValidationError
 
-    from sessions.settings import DurableSettings, describe_settings_error
+    from strands_durable.settings import DurableSettings, describe_settings_error
 
     for url in ("htp://u:hunter2@h/0", "redis://u:hunter2@h:x/0", "rediss://u:hunter2@h/0?x=1"):
         with pytest.raises(ValidationError) as info:

@@ -3,8 +3,8 @@ commit-order list, read by steps of one session running side by side."""
 
 from __future__ import annotations
 
-from sessions.models import StepResult
-from worker.step_runner import ResultsCache, SessionCache
+from strands_durable.models import StepResult
+from strands_durable.worker.step_runner import ResultsCache, SessionCache
 
 
 def r(key: str) -> StepResult:

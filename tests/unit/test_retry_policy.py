@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from worker.retry_policy import backoff_s, decide
+from strands_durable.worker.retry_policy import backoff_s, decide
 
 
 @pytest.mark.parametrize(("strategy", "attempt", "expected"), [

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.loader import load_spec_text
-from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.routing import ROUTER_LANE, RoutingPlanner
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import Decision, PlanContext
+from strands_durable.scheduler.patterns.routing import ROUTER_LANE, RoutingPlanner
+from strands_durable.scheduler.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

@@ -11,7 +11,7 @@ import pytest
 from helpers import FIXTURES
 from typer.testing import CliRunner
 
-from api.cli import app
+from strands_durable.api.cli import app
 
 SPECS = FIXTURES / "strands-cli"
 SCRIPTS = FIXTURES / "scripts"

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.loader import (
+from strands_durable.errors import SpecError
+from strands_durable.scheduler.spec.loader import (
     LoadedSpec,
     load_script_file,
     load_spec_data,
@@ -21,8 +22,7 @@ from scheduler.loader import (
     load_spec_text,
     parse_var_args,
 )
-from scheduler.script import ScriptConfig, ScriptRule
-from scheduler.spec import (
+from strands_durable.scheduler.spec.model import (
     AgentStep,
     ChainConfig,
     EvaluatorOptimizerConfig,
@@ -33,7 +33,7 @@ from scheduler.spec import (
     Spec,
     WorkflowConfig,
 )
-from sessions.errors import SpecError
+from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "strands-cli"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "strands-cli"
@@ -903,7 +903,7 @@ def test_load_script_file_rejects_bad_content(
 def test_readable_schema_is_valid_and_has_no_one_of() -> None:
     from jsonschema import Draft202012Validator
 
-    from scheduler import loader
+    from strands_durable.scheduler.spec import loader
 
     schema = loader._readable_schema()
     Draft202012Validator.check_schema(schema)

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.templates import (
+from strands_durable.errors import TemplateError
+from strands_durable.scheduler.spec.templates import (
     ENV,
     render,
     render_condition,
     undeclared_condition_names,
     undeclared_names,
 )
-from sessions.errors import TemplateError
 
 CONTEXT: dict[str, Any] = {
     "topic": "edge computing",
@@ -119,7 +119,7 @@ def test_control_characters_are_stripped() -> None:
 
 
 def test_compiled_templates_are_cached() -> None:
-    from scheduler import templates
+    from strands_durable.scheduler.spec import templates
 
     templates._compile.cache_clear()
     for _ in range(3):

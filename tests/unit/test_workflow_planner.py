@@ -19,18 +19,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.artifacts import render_artifacts
-from scheduler.loader import LoadedSpec, load_spec_text
-from scheduler.patterns.base import Decision, PlanContext
-from scheduler.patterns.workflow import (
+from strands_durable.errors import TemplateError
+from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns.base import Decision, PlanContext
+from strands_durable.scheduler.patterns.workflow import (
     WorkflowPlanner,
     execution_order,
     layers,
     task_key,
     task_refs,
 )
-from sessions.errors import TemplateError
-from sessions.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.planning.artifacts import render_artifacts
+from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "workflow-parallel-research.yaml"
 ORDERS: list[str | int] = ["fifo", "lifo", *range(8)]

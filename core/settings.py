@@ -1,0 +1,157 @@
+"""Process configuration from the environment (DURABLE_*), via pydantic-settings."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from strands_durable.errors import RedisUrlError
+from strands_durable.store.redis_url import Timeouts, parse_redis_url, redact
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# memory:// is the in-process store of `durable run`; the +sentinel ones go through Sentinel.
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "memory")
+
+
+class Limits(BaseSettings):
+    """Bounds on the work one spec or one template may cause, in every process that loads
+    specs or renders templates (API, workers, CLI). Each refusal names the limit's variable."""
+
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    # A spec's text (YAML or JSON) as submitted or read from a file.
+    max_spec_bytes: int = Field(default=256 * 1024, ge=1024)
+    # Nesting of mappings and lists in a spec and in its variables.
+    max_spec_depth: int = Field(default=64, ge=8, le=500)
+    # Nodes and scalar characters once YAML aliases are expanded (alias bombs).
+    max_spec_nodes: int = Field(default=20_000, ge=100)
+    max_spec_expanded_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # One template render: wall time, and characters produced (also the largest string
+    # or list any expression inside it may build).
+    render_timeout_s: float = Field(default=2.0, gt=0, le=600)
+    max_render_chars: int = Field(default=1_000_000, ge=1024)
+    # One rendered artifact (UTF-8 bytes), and everything a session stores in Redis.
+    max_artifact_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    max_session_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+
+
+@lru_cache(maxsize=1)
+def current_limits() -> Limits:
+    """This process's limits, read from the environment once."""
+    return Limits()
+
+
+class DurableSettings(Limits):
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    # repr=False: a settings object in a log or traceback never shows the password.
+    redis_url: str = Field(default=DEFAULT_REDIS_URL, repr=False)
+    # Every Redis connection of every role: TCP + TLS handshake + AUTH within connect,
+    # any reply within socket (longer than the longest blocking read, XREADGROUP BLOCK).
+    redis_connect_timeout_s: float = Field(default=5.0, gt=0, le=300)
+    redis_socket_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    # A worker rides out a Redis outage this long (reconnecting with backoff), then exits.
+    redis_outage_s: float = Field(default=300.0, ge=0)
+    key_prefix: str = Field(default="durable", pattern=r"^[A-Za-z0-9_.:-]+$")
+    shards: int = Field(default=1, ge=1, le=1024)
+
+    worker_concurrency: int = Field(default=8, ge=1)
+    claim_idle_ms: int = Field(default=15_000, ge=100)
+    max_deliveries: int = Field(default=5, ge=1)
+    # How often a running step's lease is renewed; must stay well under claim_idle_ms.
+    lease_renew_ms: int | None = Field(default=None, ge=50)
+    read_block_ms: int = Field(default=1_000, ge=10)
+    timer_poll_ms: int = Field(default=500, ge=10)
+    heartbeat_s: float = Field(default=5.0, gt=0)
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
+    # One model call (one attempt) may take this long; a hung provider then counts as a
+    # transient failure instead of holding the step's lease forever. 0 = no limit.
+    model_timeout_s: float = Field(default=600.0, ge=0)
+    # Messages of an agent's committed conversation restored for its next step.
+    conversation_window: int = Field(default=20, ge=0)
+    # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
+    bench_noop: bool = False
+    # Observability and the scheduler role (sessions/metrics.py, scheduler/service.py).
+    metrics_port: int = Field(default=9464, ge=0, le=65535)  # worker/scheduler /metrics; 0 = off
+    # Where /metrics listens: loopback unless told (the container image sets 0.0.0.0 for
+    # a Prometheus in another container or pod).
+    metrics_host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
+    scheduler_lock_ttl_ms: int = Field(default=10_000, ge=300)  # leadership lapses after this
+    scheduler_check_s: float = Field(default=5.0, gt=0)  # max_duration_s and stuck checks
+    stuck_after_s: float = Field(default=900.0, gt=0)  # running, no commit, nothing queued
+    # Retention, by the scheduler's leader: completed, failed and cancelled sessions not
+    # updated for this many days are deleted with every key they own (idempotency key
+    # included); 0 keeps them forever.
+    retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
+    # A session's event stream keeps about this many of its newest events (XADD MAXLEN ~).
+    events_max: int = Field(default=10_000, ge=100)
+    # A worker silent this long is gone: the scheduler forgets its heartbeat and retires
+    # its consumer from the groups once others re-claimed what it held.
+    worker_retire_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    # HTTP API (`durable api`): where it listens; a token makes every route but
+    # /healthz require `Authorization: Bearer <token>`.
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_token: str | None = Field(default=None, repr=False)
+    # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
+    crash_at: str = Field(
+        default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
+    # Tests only: stop steps at breakpoints set as files in this directory (worker/faults.py).
+    breakpoint_dir: str = ""
+
+    @field_validator("redis_url")
+    @classmethod
+    def _usable_url(cls, url: str) -> str:
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.lower() not in REDIS_SCHEMES or (not rest and scheme != "memory"):
+            raise ValueError(f"expected {', '.join(s + '://...' for s in REDIS_SCHEMES)}")
+        if scheme.lower() != "memory":
+            try:
+                parse_redis_url(url)
+            except RedisUrlError as exc:
+                raise ValueError(exc.problem) from None
+        return url
+
+    @model_validator(mode="after")
+    def _socket_outlasts_blocking_reads(self) -> DurableSettings:
+        if self.redis_socket_timeout_s * 1000 < self.read_block_ms + 1000:
+            raise ValueError(f"DURABLE_REDIS_SOCKET_TIMEOUT_S ({self.redis_socket_timeout_s}) "
+                             f"must exceed DURABLE_READ_BLOCK_MS ({self.read_block_ms} ms) "
+                             "by 1 s, or every idle XREADGROUP times out")
+        return self
+
+    @property
+    def redis_timeouts(self) -> Timeouts:
+        return Timeouts(self.redis_connect_timeout_s, self.redis_socket_timeout_s)
+
+    @property
+    def effective_lease_renew_ms(self) -> int:
+        return self.lease_renew_ms or max(50, self.claim_idle_ms // 3)
+
+    @field_validator("api_token")
+    @classmethod
+    def _empty_token_is_none(cls, value: str | None) -> str | None:
+        # `DURABLE_API_TOKEN=` (empty) means no token, not a token everyone matches.
+        return value or None
+
+
+SECRET_SETTINGS = {"api_token"}  # never echoed
+REDACTED_SETTINGS = {"redis_url"}  # echoed without the password
+
+
+def describe_settings_error(exc: ValidationError) -> str:
+    """The first problem, naming the variable: `DURABLE_SHARDS=0: Input should be...`,
+    never a secret (the API token is left out, the Redis password masked)."""
+    first = exc.errors()[0]
+    field = "_".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if not field:  # a check across settings names them itself
+        return message
+    name = f"DURABLE_{field.upper()}"
+    value = first.get("input")
+    if field in SECRET_SETTINGS or not isinstance(value, str | int | float):
+        return f"{name}: {message}"
+    shown = redact(value) if field in REDACTED_SETTINGS and isinstance(value, str) else value
+    return f"{name}={shown!r}: {message}"

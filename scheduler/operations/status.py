@@ -1,0 +1,61 @@
+"""The status document of a session (`durable status --json`, GET /v1/sessions/{id})."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from functools import lru_cache
+from typing import Any
+
+from strands_durable.scheduler.patterns import PlanContext, planner_for
+from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
+from strands_durable.scheduler.spec.model import Spec
+from strands_durable.store.store import SessionRecord, Store
+
+WAITING_FIELDS = ("step", "prompt", "context_display", "default", "timeout_at_ms")
+
+
+@lru_cache(maxsize=256)
+def parse_spec(spec_json: str) -> Spec:
+    return Spec.model_validate(json.loads(spec_json))
+
+
+async def pattern_state_view(store: Store, record: SessionRecord) -> dict[str, Any]:
+    spec = parse_spec(await store.spec_json(record.session_id))
+    results = OrderedDict((r.key, r) for r in await store.results(record.session_id))
+    ctx = PlanContext(spec=spec, variables=record.variables, state=record.state,
+                      results=results, session_id=record.session_id,
+                      failed_steps=frozenset(await store.failed_steps(record.session_id)))
+    try:
+        return planner_for(record.pattern_type).view(ctx)
+    except NotImplementedError:
+        return dict(record.state)
+
+
+def summary(record: SessionRecord) -> dict[str, Any]:
+    return {
+        "session_id": record.session_id,
+        "status": record.status.value,
+        "workflow_name": record.workflow_name,
+        "pattern_type": record.pattern_type,
+        "spec_hash": record.spec_hash,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "error": record.error,
+        "paused_reason": record.paused_reason,
+        "steps_committed": record.steps_committed,
+        "token_usage": record.token_usage.model_dump(),
+    }
+
+
+async def session_status(store: Store, session_id: str) -> dict[str, Any]:
+    record = await store.get_session(session_id)
+    doc = summary(record)
+    doc["variables"] = record.variables
+    doc["pattern_state"] = await pattern_state_view(store, record)
+    # What the session produced, once completed (see scheduler/advance.py).
+    doc["final_response"] = record.state.get(FINAL_RESPONSE)
+    # What a paused session waits for: the human's prompt and rendered context.
+    doc["waiting"] = [{k: w.get(k) for k in WAITING_FIELDS}
+                      for w in json.loads(record.raw.get("waiting") or "[]")]
+    return doc

@@ -1,0 +1,80 @@
+"""Artifacts: `outputs.artifacts` rendered when a session completes, and written to a
+directory only on request, never outside it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from strands_durable.errors import DurableError, TemplateError
+from strands_durable.scheduler.spec.model import Spec
+from strands_durable.scheduler.spec.templates import render
+from strands_durable.settings import Limits, current_limits
+
+
+class ArtifactPathError(DurableError):
+    """An artifact path would land outside the output directory."""
+
+
+def render_artifacts(spec: Spec, context: Mapping[str, Any],
+                     limits: Limits | None = None) -> dict[str, str]:
+    """{rendered path: rendered content}; raises TemplateError naming the artifact.
+
+    `context` is the planner's (strands-cli's variables + execution_context). On top,
+    as strands-cli's artifact writer and graph executor give them: `TRACE` (strands-cli
+    renders its OpenTelemetry trace there, "" when telemetry is off; there is none
+    here), `name` (the spec's) and `timestamp` (now, ISO 8601 UTC). The context wins
+    over these, as variables and execution_context do in strands-cli.
+
+    An artifact may be up to DURABLE_MAX_ARTIFACT_BYTES (its template renders with
+    that as its character budget); a larger one is a TemplateError naming it.
+    """
+    outputs = spec.outputs
+    if outputs is None:
+        return {}
+    full = {"TRACE": "", "name": spec.name, "timestamp": datetime.now(UTC).isoformat(),
+            **context}
+    limits = limits or current_limits()
+    rendered: dict[str, str] = {}
+    for i, artifact in enumerate(outputs.artifacts):
+        path = render(artifact.path, full, f"outputs.artifacts[{i}].path", limits).strip()
+        where = f"outputs.artifacts[{i}].from"
+        body = render(artifact.from_, full, where, limits, limits.max_artifact_bytes,
+                      "DURABLE_MAX_ARTIFACT_BYTES")
+        size = len(body.encode("utf-8"))
+        if size > limits.max_artifact_bytes:
+            raise TemplateError(where, f"the artifact is {size:,} bytes; the limit is "
+                                f"{limits.max_artifact_bytes:,} (DURABLE_MAX_ARTIFACT_BYTES)")
+        rendered[path] = body
+    return rendered
+
+
+def safe_target(out_dir: Path, name: str) -> Path:
+    """Where artifact `name` goes under `out_dir`; refuses anything that escapes it."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise ArtifactPathError(f"artifact path {name!r} contains a control character")
+    relative = PurePosixPath(name.replace("\\", "/"))
+    if relative.is_absolute() or not name.strip():
+        raise ArtifactPathError(f"artifact path {name!r} must be relative to the output dir")
+    root = out_dir.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root):
+        raise ArtifactPathError(f"artifact path {name!r} escapes the output dir {out_dir}")
+    return target
+
+
+def write_artifacts(artifacts: Mapping[str, str], out_dir: Path) -> list[Path]:
+    """Write every artifact, after checking all paths first so nothing is half-written."""
+    targets = [(safe_target(out_dir, name), body) for name, body in artifacts.items()]
+    written = []
+    for target, body in targets:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(body)
+        except OSError as error:
+            raise ArtifactPathError(f"cannot write artifact {str(target)!r}: "
+                                    f"{error.strerror or error}") from None
+        written.append(target)
+    return written

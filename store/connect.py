@@ -1,0 +1,33 @@
+"""Open the store named by the settings: a real Redis, or in-process (`memory://`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import Keys
+from strands_durable.store.redis_url import async_redis_client
+from strands_durable.store.store import Store
+
+MEMORY_URL = "memory://"
+
+
+def redis_client(settings: DurableSettings, **extra: Any) -> Redis:
+    """The client of every role, with the settings' timeouts; `extra` goes to each
+    connection (a worker passes its outage retry here)."""
+    url = settings.redis_url
+    if url.startswith(MEMORY_URL):
+        # The embedded default of `durable run`: nothing here claims durability.
+        from fakeredis import FakeAsyncRedis
+
+        return FakeAsyncRedis(decode_responses=True)
+    return async_redis_client(url, settings.redis_timeouts, decode_responses=True,
+                              health_check_interval=30, **extra)
+
+
+def open_store(settings: DurableSettings, redis: Redis | None = None, **extra: Any) -> Store:
+    keys = Keys(prefix=settings.key_prefix, shards=settings.shards)
+    return Store(redis or redis_client(settings, **extra), keys,
+                 events_max=settings.events_max)

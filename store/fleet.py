@@ -1,0 +1,160 @@
+"""The fleet as an operator sees it: the workers (heartbeats joined with what each
+consumer holds pending on each shard) and the queues (stream length, lag, pending,
+dead letters, timers). Reads only; the decisions (alive or not, totals) are pure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from strands_durable.models import now_ms
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+
+# A worker beats every DURABLE_HEARTBEAT_S (5 s by default); three missed beats and it
+# is taken for dead.
+ALIVE_WITHIN_S = 15.0
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    consumer: str
+    host: str
+    pid: int | None
+    started_at: str
+    last_seen: str  # "" for a consumer that holds entries but never sent a heartbeat
+    last_seen_age_s: float | None
+    alive: bool
+    concurrency: int | None
+    running: tuple[str, ...]  # "session_id/step" of the steps it runs now
+    pending_by_shard: tuple[int, ...]  # entries delivered to it and not yet acked
+    pending: int
+    idle_ms: int | None  # since its last stream interaction (XINFO CONSUMERS), if known
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ShardStats:
+    shard: int
+    stream: str
+    length: int  # entries in the stream (acked ones are deleted): pending + undelivered
+    lag: int  # entries not yet delivered to any worker
+    pending: int  # delivered, not yet acked
+    consumers: int
+    dead_letters: int
+    timers: int  # retry backoffs and HITL timeouts waiting on the timer set
+    timers_due: int  # of which due now (a worker promotes them within timer_poll_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+TOTALED = ("length", "lag", "pending", "dead_letters", "timers", "timers_due")
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    shards: tuple[ShardStats, ...]
+
+    @property
+    def total(self) -> dict[str, int]:
+        return {name: sum(getattr(s, name) for s in self.shards) for name in TOTALED}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shards": [s.to_dict() for s in self.shards], "total": self.total}
+
+
+# -- pure ---------------------------------------------------------------------------
+def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[int, int]]],
+                 now: int, alive_within_s: float = ALIVE_WITHIN_S) -> list[WorkerInfo]:
+    """Join heartbeats (consumer -> JSON) with per-shard {consumer: (pending, idle ms)}:
+    live workers first, then by most recently seen."""
+    names = set(beats) | {name for shard in pending for name in shard}
+    infos = []
+    for name in names:
+        try:
+            beat: dict[str, Any] = json.loads(beats[name]) if name in beats else {}
+        except ValueError:
+            beat = {}
+        seen_ms = beat.get("last_seen_ms")
+        age = (now - int(seen_ms)) / 1000 if isinstance(seen_ms, int | float) else None
+        per_shard = tuple(shard.get(name, (0, 0))[0] for shard in pending)
+        idles = [shard[name][1] for shard in pending if name in shard]
+        infos.append(WorkerInfo(
+            consumer=name, host=str(beat.get("host", "")),
+            pid=int(beat["pid"]) if isinstance(beat.get("pid"), int) else None,
+            started_at=str(beat.get("started_at", "")), last_seen=str(beat.get("last_seen", "")),
+            last_seen_age_s=round(age, 3) if age is not None else None,
+            alive=age is not None and age <= alive_within_s,
+            concurrency=int(beat["concurrency"]) if isinstance(beat.get("concurrency"), int)
+            else None,
+            running=tuple(str(r) for r in beat.get("running", [])),
+            pending_by_shard=per_shard, pending=sum(per_shard),
+            idle_ms=min(idles) if idles else None,
+        ))
+    infos.sort(key=lambda w: (not w.alive, w.last_seen_age_s is None,
+                              w.last_seen_age_s or 0.0, w.consumer))
+    return infos
+
+
+def lag_of(group: Mapping[str, Any] | None, length: int, pending: int) -> int:
+    """XINFO GROUPS' lag when Redis knows it; else what is in the stream and not pending
+    (exact here: entries are deleted when acked)."""
+    if group is not None and group.get("lag") is not None:
+        return int(group["lag"])
+    return max(0, length - pending)
+
+
+# -- I/O ----------------------------------------------------------------------------
+async def group_consumers(store: Store, shard: int) -> dict[str, tuple[int, int]]:
+    """{consumer name: (pending entries, idle ms)} of a shard's group."""
+    try:
+        rows = await store.redis.xinfo_consumers(store.keys.stream(shard), CONSUMER_GROUP)
+    except ResponseError:  # no stream or group yet: nobody holds anything
+        return {}
+    return {str(r["name"]): (int(r.get("pending", 0)), int(r.get("idle", 0))) for r in rows}
+
+
+async def list_workers(store: Store, *, alive_within_s: float = ALIVE_WITHIN_S
+                       ) -> list[WorkerInfo]:
+    """Every worker that sent a heartbeat (alive or not) and every consumer holding
+    entries without one (a worker that died before its first beat)."""
+    beats = await store.redis.hgetall(store.keys.workers())
+    pending = [await group_consumers(store, shard) for shard in range(store.keys.shards)]
+    return worker_infos({_s(k): _s(v) for k, v in beats.items()}, pending, now_ms(),
+                        alive_within_s)
+
+
+async def queue_stats(store: Store) -> QueueStats:
+    k = store.keys
+    now = now_ms()
+    shards = []
+    for shard in range(k.shards):
+        async with store.redis.pipeline(transaction=False) as pipe:
+            pipe.xlen(k.stream(shard))
+            pipe.xlen(k.dead(shard))
+            pipe.zcard(k.timers(shard))
+            pipe.zcount(k.timers(shard), "-inf", now)
+            length, dead, timers, due = await pipe.execute()
+        try:
+            groups = await store.redis.xinfo_groups(k.stream(shard))
+        except ResponseError:
+            groups = []
+        group = next((g for g in groups if _s(g.get("name")) == CONSUMER_GROUP), None)
+        pending = int(group["pending"]) if group else 0
+        shards.append(ShardStats(
+            shard=shard, stream=k.stream(shard), length=int(length),
+            lag=lag_of(group, int(length), pending), pending=pending,
+            consumers=int(group["consumers"]) if group else 0, dead_letters=int(dead),
+            timers=int(timers), timers_due=int(due)))
+    return QueueStats(tuple(shards))
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

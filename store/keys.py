@@ -1,0 +1,193 @@
+"""The Redis key schema: the only place key names are spelled.
+
+Every key of a session carries its shard's hash tag, so a session's keys, its
+shard's step stream, timers, indexes and dead letters share one Redis Cluster
+slot and a commit is one single-slot script.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+import zlib
+from dataclasses import dataclass
+
+from strands_durable.errors import InvalidId
+from strands_durable.models import SessionStatus
+
+CONSUMER_GROUP = "workers"
+
+# What may reach a key name. A session id is exactly what new_session_id makes (a
+# lowercase UUID): anything else, `<sid>:results` say, would name another key of a
+# real session. The Keys methods below refuse what does not match, so no caller can
+# build a key from an unchecked id.
+SESSION_ID_FORM = "a session id (a UUID such as 3b241101-e2bb-4255-8caf-4136c566a962)"
+_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Step keys and conversation lanes (made of agent, branch, task and node ids): text
+# without control characters, bounded, and valid Unicode (a lone surrogate, which a JSON
+# escape or an undecodable argv byte can carry, cannot be written out as UTF-8).
+MAX_NAME_CHARS = 512
+NAME_FORM = f"1 to {MAX_NAME_CHARS} characters, no control characters"
+_NAME = re.compile(rf"[^\x00-\x1f\x7f\ud800-\udfff]{{1,{MAX_NAME_CHARS}}}")
+# Idempotency keys (and consumer names): 1-255 printable ASCII characters, no spaces,
+# as Stripe takes its keys.
+MAX_TOKEN_CHARS = 255
+TOKEN_FORM = f"1 to {MAX_TOKEN_CHARS} printable ASCII characters without spaces"
+_TOKEN = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")
+
+
+def is_session_id(value: object) -> bool:
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
+
+
+def check_session_id(value: str) -> str:
+    """`value` when it is a session id; InvalidId naming it otherwise."""
+    if not is_session_id(value):
+        raise InvalidId("session id", value, SESSION_ID_FORM)
+    return value
+
+
+def check_name(kind: str, value: str) -> str:
+    """A step key or conversation lane: bounded text without control characters."""
+    if not isinstance(value, str) or _NAME.fullmatch(value) is None:
+        raise InvalidId(kind, value, NAME_FORM)
+    return value
+
+
+def check_token(kind: str, value: str) -> str:
+    """An idempotency key or consumer name: bounded printable ASCII, no spaces."""
+    if not isinstance(value, str) or _TOKEN.fullmatch(value) is None:
+        raise InvalidId(kind, value, TOKEN_FORM)
+    return value
+
+
+def shard_of(session_id: str, shards: int) -> int:
+    return zlib.crc32(session_id.encode()) % shards
+
+
+def new_session_id(shard: int, shards: int) -> str:
+    """A UUID4 whose shard is `shard` (rejection sampling keeps ids plain UUIDs)."""
+    while True:
+        candidate = str(uuid.uuid4())
+        if shard_of(candidate, shards) == shard:
+            return candidate
+
+
+def shard_for_key(key: str, shards: int) -> int:
+    return zlib.crc32(key.encode()) % shards
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str
+    shards: int = 1
+
+    def tag(self, shard: int) -> str:
+        return f"{self.prefix}:{{s{shard}}}"
+
+    # -- per shard -----------------------------------------------------------
+    def stream(self, shard: int) -> str:
+        return f"{self.tag(shard)}:steps"
+
+    def dead(self, shard: int) -> str:
+        return f"{self.tag(shard)}:dead"
+
+    def timers(self, shard: int) -> str:
+        return f"{self.tag(shard)}:timers"
+
+    def index_all(self, shard: int) -> str:
+        return f"{self.tag(shard)}:idx:all"
+
+    def index_status(self, shard: int, status: SessionStatus | str) -> str:
+        return f"{self.tag(shard)}:idx:{SessionStatus(status).value}"
+
+    def index_statuses(self, shard: int) -> list[str]:
+        return [self.index_status(shard, s) for s in SessionStatus]
+
+    def idempotency(self, shard: int, key: str) -> str:
+        return self.stored_idempotency(shard, check_token("idempotency key", key))
+
+    def stored_idempotency(self, shard: int, key: str) -> str:
+        """The key of an idempotency key read back from a session's own record: earlier
+        versions took any text, and its key is still deleted with the session (under
+        `idem:`, no text names another kind of key)."""
+        return f"{self.tag(shard)}:idem:{key}"
+
+    def index_spec(self, shard: int, spec_hash: str) -> str:
+        """Sessions of one spec (by hash), for `run --auto-resume`: intersected with the
+        failed and paused indexes, it finds the latest resumable one in O(small)."""
+        return f"{self.tag(shard)}:idx:spec:{spec_hash}"
+
+    def streams(self) -> list[str]:
+        return [self.stream(k) for k in range(self.shards)]
+
+    # -- per session ---------------------------------------------------------
+    def shard(self, session_id: str) -> int:
+        return shard_of(check_session_id(session_id), self.shards)
+
+    def _s(self, session_id: str) -> str:
+        return f"{self.tag(self.shard(session_id))}:s:{session_id}"
+
+    def meta(self, session_id: str) -> str:
+        return self._s(session_id)
+
+    def results(self, session_id: str) -> str:
+        return f"{self._s(session_id)}:results"
+
+    def order(self, session_id: str) -> str:
+        """Step keys in commit order: lets readers fetch only what they miss."""
+        return f"{self._s(session_id)}:order"
+
+    def events(self, session_id: str) -> str:
+        return f"{self._s(session_id)}:events"
+
+    def conversation(self, session_id: str, lane: str) -> str:
+        return f"{self.conversation_prefix(session_id)}{check_name('conversation lane', lane)}"
+
+    def conversation_prefix(self, session_id: str) -> str:
+        """What every lane's key starts with (delete.lua appends each lane of the set)."""
+        return f"{self._s(session_id)}:conv:"
+
+    def conversations(self, session_id: str) -> str:
+        """Set of conversation lanes, so delete finds them all."""
+        return f"{self._s(session_id)}:convs"
+
+    def artifacts(self, session_id: str) -> str:
+        return f"{self._s(session_id)}:artifacts"
+
+    def checkpoints(self, session_id: str) -> str:
+        return f"{self._s(session_id)}:checkpoints"
+
+    def failed_jobs(self, session_id: str) -> str:
+        return f"{self._s(session_id)}:failed"
+
+    def held(self, session_id: str) -> str:
+        """Jobs held back while the session is paused."""
+        return f"{self._s(session_id)}:held"
+
+    def session_keys(self, session_id: str) -> list[str]:
+        return [
+            self.meta(session_id),
+            self.results(session_id),
+            self.order(session_id),
+            self.events(session_id),
+            self.conversations(session_id),
+            self.artifacts(session_id),
+            self.checkpoints(session_id),
+            self.failed_jobs(session_id),
+            self.held(session_id),
+        ]
+
+    # -- global (never part of a commit) ---------------------------------------
+    def workers(self) -> str:
+        return f"{self.prefix}:workers"
+
+    def config(self) -> str:
+        return f"{self.prefix}:config"
+
+    def lock(self, name: str, shard: int | None = None) -> str:
+        base = self.tag(shard) if shard is not None else self.prefix
+        return f"{base}:lock:{name}"
+
+    def lock_fence(self, name: str, shard: int | None = None) -> str:
+        return f"{self.lock(name, shard)}:fence"
