@@ -7,7 +7,28 @@ class DurableError(Exception):
     """Root of every error strands-durable raises on purpose."""
 
 
-class ConfigError(DurableError):
+# The kinds. Every error below is one of them, and the kind alone decides how an interface
+# answers (HTTP 422/404/409/503, CLI exit 2 or 1): raise the most specific class, and never
+# a bare DurableError. Messages name the subject, not a CLI flag or an HTTP field.
+
+class InvalidInput(DurableError):
+    """What the caller sent is wrong (a spec, an id, a value); retrying it cannot succeed."""
+
+
+class NotFound(DurableError):
+    """The thing named does not exist (or no longer does)."""
+
+
+class Conflict(DurableError):
+    """The request is well-formed but the current state refuses it (a session's status,
+    a lock held elsewhere, a concurrent change); it may succeed later or elsewhere."""
+
+
+class Unavailable(DurableError):
+    """This process cannot serve the request: its configuration or a dependency is wrong."""
+
+
+class ConfigError(Unavailable):
     """The process configuration (environment, CLI flags) is unusable."""
 
 
@@ -19,7 +40,7 @@ class RedisUrlError(ConfigError):
         super().__init__(f"DURABLE_REDIS_URL {redacted_url}: {problem}")
 
 
-class SpecError(DurableError):
+class SpecError(InvalidInput):
     """A workflow spec is invalid: names the file, the field path and the problem."""
 
     def __init__(self, source: str, path: str, problem: str) -> None:
@@ -30,7 +51,7 @@ class SpecError(DurableError):
         super().__init__(f"{where}: {problem}")
 
 
-class TemplateError(DurableError):
+class TemplateError(InvalidInput):
     """A template failed to render at run time (undefined name, bad index...)."""
 
     def __init__(self, where: str, problem: str) -> None:
@@ -39,7 +60,7 @@ class TemplateError(DurableError):
         super().__init__(f"{where}: {problem}")
 
 
-class InvalidId(DurableError):
+class InvalidId(InvalidInput):
     """An id from outside (a session id, a step key, an idempotency key...) is not of
     its documented form; nothing was read or written with it."""
 
@@ -51,7 +72,7 @@ class InvalidId(DurableError):
         super().__init__(f"{kind} {shown!r} is not valid: expected {expected}")
 
 
-class IdempotencyConflict(DurableError):
+class IdempotencyConflict(Conflict):
     """An idempotency key already used with a different request (spec or variables)."""
 
     def __init__(self, key: str) -> None:
@@ -62,13 +83,13 @@ class IdempotencyConflict(DurableError):
             f"new request")
 
 
-class SessionNotFound(DurableError):
+class SessionNotFound(NotFound):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"session {session_id!r} not found")
 
 
-class InvalidTransition(DurableError):
+class InvalidTransition(Conflict):
     """An action the session's current status forbids (e.g. resume a completed session)."""
 
     def __init__(self, session_id: str, status: str, action: str) -> None:
@@ -78,19 +99,19 @@ class InvalidTransition(DurableError):
         super().__init__(f"session {session_id}: cannot {action} a session that is {status}")
 
 
-class LockNotAcquired(DurableError):
+class LockNotAcquired(Conflict):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"lock {name!r} is held by someone else")
 
 
-class LockLost(DurableError):
+class LockLost(Conflict):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"lock {name!r} was lost (expired or taken over)")
 
 
-class ProviderError(DurableError):
+class ProviderError(Unavailable):
     """A model provider is misconfigured or its package is missing."""
 
 

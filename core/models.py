@@ -64,7 +64,12 @@ class EventType(StrEnum):
     SESSION_COMPLETED = "session_completed"
     SESSION_FAILED = "session_failed"
     SESSION_CANCELLED = "session_cancelled"
-    SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/watchdog.py)
+    SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/role/watchdog.py)
+
+    @classmethod
+    def session_became(cls, status: SessionStatus) -> EventType:
+        """The event that records a session entering `status`."""
+        return cls(f"session_{status.value}")
 
 
 def now_iso() -> str:
@@ -137,7 +142,7 @@ class StepResult:
 
 @dataclass(frozen=True)
 class Event:
-    type: str
+    type: EventType
     step: str = ""
     attempt: int = 0
     worker: str = ""

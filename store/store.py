@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from strands_durable.errors import ConfigError, IdempotencyConflict, SessionNotFound
-from strands_durable.models import Event, SessionStatus, StepJob, StepResult, TokenUsage
+from strands_durable.models import Event, EventType, SessionStatus, StepJob, StepResult, TokenUsage
 from strands_durable.store.keys import (
     CONSUMER_GROUP,
     Keys,
@@ -227,11 +227,11 @@ class Store:
             "tokens_in": 0, "tokens_out": 0, "steps": 0, "shard": shard,
             "idempotency_key": new.idempotency_key or "",
         }
-        events = [Event("session_started", at=new.created_at).to_fields()]
-        events += [Event("step_scheduled", step=j.key, attempt=j.attempt,
+        events = [Event(EventType.SESSION_STARTED, at=new.created_at).to_fields()]
+        events += [Event(EventType.STEP_SCHEDULED, step=j.key, attempt=j.attempt,
                          at=new.created_at).to_fields() for j in jobs]
         if new.status != SessionStatus.RUNNING:
-            events.append(Event(f"session_{new.status.value}", at=new.created_at,
+            events.append(Event(EventType.session_became(new.status), at=new.created_at,
                                 detail=new.error or new.paused_reason).to_fields())
         idem_key = k.idempotency(shard, new.idempotency_key or "-")
         res = await self.scripts.create(

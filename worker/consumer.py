@@ -20,7 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable import metrics
-from strands_durable.models import Event, StepJob, now_iso, now_ms
+from strands_durable.models import Event, EventType, StepJob, now_iso, now_ms
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import CONSUMER_GROUP, check_token
 from strands_durable.store.store import Store
@@ -240,9 +240,9 @@ class StepConsumer:
         error = (f"step {job.key} (agent {job.agent}) was delivered {deliveries} times without "
                  f"completing (max {self.settings.max_deliveries}): its workers keep dying or "
                  f"hanging; it is on the dead-letter stream, `durable requeue` retries it")
-        events = [Event("step_dead_lettered", step=job.key, attempt=job.attempt,
+        events = [Event(EventType.STEP_DEAD_LETTERED, step=job.key, attempt=job.attempt,
                         worker=self.name, at=at, detail=f"{deliveries} deliveries"),
-                  Event("session_failed", step=job.key, at=at, detail=error)]
+                  Event(EventType.SESSION_FAILED, step=job.key, at=at, detail=error)]
         log.error("session %s: %s", job.session_id, error)
         await self.store.dead_letter(job, entry_id, self.name, deliveries, error, events,
                                      at, now_ms())

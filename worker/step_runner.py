@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from strands_durable import metrics
 from strands_durable.errors import DurableError, SpecError, StepFailed, TemplateError
-from strands_durable.models import Event, StepJob, StepResult, now_iso, now_ms
+from strands_durable.models import Event, EventType, StepJob, StepResult, now_iso, now_ms
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
 from strands_durable.scheduler.spec.model import Spec
@@ -102,8 +102,8 @@ class StepRunner:
     async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool) -> None:
         sid = job.session_id
         cache = self.cache.get(sid)
-        started = Event("step_reclaimed" if reclaimed else "step_started", step=job.key,
-                        attempt=job.attempt, worker=self.consumer, at=now_iso())
+        kind = EventType.STEP_RECLAIMED if reclaimed else EventType.STEP_STARTED
+        started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso())
         known = cache.count
         gate = await self.store.gate(job, entry_id, self.consumer, known, started)
         if gate.verdict != "run":
@@ -256,14 +256,14 @@ class StepRunner:
         at = now_iso()
         error = (f"step {job.key} (agent {job.agent}) failed on attempt {job.attempt}: "
                  f"{problem}")
-        events = [Event("step_failed", step=job.key, attempt=job.attempt,
+        events = [Event(EventType.STEP_FAILED, step=job.key, attempt=job.attempt,
                         worker=self.consumer, at=at, detail=problem)]
         if decision.retry:
-            events.append(Event("step_retried", step=job.key, attempt=job.attempt + 1, at=at,
-                                detail=f"in {decision.delay_s:.1f}s"))
+            events.append(Event(EventType.STEP_RETRIED, step=job.key, attempt=job.attempt + 1,
+                                at=at, detail=f"in {decision.delay_s:.1f}s"))
             retry_at = now_ms() + int(decision.delay_s * 1000)
         else:
-            events.append(Event("session_failed", step=job.key, at=at, detail=error))
+            events.append(Event(EventType.SESSION_FAILED, step=job.key, at=at, detail=error))
             retry_at = None
         log.warning("session %s: %s", job.session_id, error)
         metrics.step_failed(spec.pattern.type, job.agent, decision.retry)

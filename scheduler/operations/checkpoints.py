@@ -179,11 +179,11 @@ def fork_record(original: SessionRecord, *, n: int, raws: Sequence[Mapping[str, 
     })
     fields.update({f"tok:{agent}": tokens for agent, tokens in usage.by_agent.items()})
     detail = f"forked from {original.session_id} at checkpoint {n} ({raws[-1].get('step')})"
-    events = [Event("session_started", at=at, detail=detail)]
-    events += [Event("step_scheduled", step=j.key, attempt=j.attempt, at=at)
+    events = [Event(EventType.SESSION_STARTED, at=at, detail=detail)]
+    events += [Event(EventType.STEP_SCHEDULED, step=j.key, attempt=j.attempt, at=at)
                for j in plan.runnable]
     if status == SessionStatus.PAUSED:
-        events.append(Event("session_paused", at=at, detail=paused_reason))
+        events.append(Event(EventType.SESSION_PAUSED, at=at, detail=paused_reason))
     return NewFork(
         fields=fields,
         results=[(r.key, r.to_json()) for r in results],

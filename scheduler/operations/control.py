@@ -14,7 +14,15 @@ from typing import Any
 
 from strands_durable import metrics
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
-from strands_durable.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from strands_durable.models import (
+    Event,
+    EventType,
+    SessionStatus,
+    StepJob,
+    StepResult,
+    now_iso,
+    now_ms,
+)
 from strands_durable.scheduler.operations.start import spec_digest, spec_json
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import WAITING_FOR_HUMAN, Snapshot, plan_commit
@@ -63,7 +71,7 @@ async def pause(store: Store, session_id: str, reason: str = "paused by operator
         at = now_iso()
         verdict, detail = await store.control(
             session_id, "pause", reason=reason, now_iso=at, now_ms=now_ms(),
-            events=[Event("session_paused", worker=OPERATOR, at=at, detail=reason)])
+            events=[Event(EventType.SESSION_PAUSED, worker=OPERATOR, at=at, detail=reason)])
         return _checked(session_id, "pause", verdict, detail)
 
 
@@ -72,7 +80,7 @@ async def cancel(store: Store, session_id: str, reason: str = "cancelled by oper
         at = now_iso()
         verdict, detail = await store.control(
             session_id, "cancel", reason=reason, now_iso=at, now_ms=now_ms(),
-            events=[Event("session_cancelled", worker=OPERATOR, at=at, detail=reason)])
+            events=[Event(EventType.SESSION_CANCELLED, worker=OPERATOR, at=at, detail=reason)])
         return _checked(session_id, "cancel", verdict, detail)
 
 
@@ -148,7 +156,7 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
         verdict, detail = await store.control(
             session_id, "resume", now_iso=at, now_ms=now_ms(), sets=sets,
             reason=record.paused_reason or "",
-            events=[Event("session_resumed", worker=OPERATOR, at=at,
+            events=[Event(EventType.SESSION_RESUMED, worker=OPERATOR, at=at,
                           detail="; ".join(notes))])
         status = _checked(session_id, "resume", verdict, detail)
         if "spec_hash" in sets:  # so `run --auto-resume` of the new spec finds it
@@ -210,6 +218,6 @@ async def _answer(store: Store, session_id: str, spec: Any, waiting: Mapping[str
 def _with_resumed_event(request: Any) -> Any:
     from dataclasses import replace
 
-    event = Event("session_resumed", step=request.job.key, worker=OPERATOR,
+    event = Event(EventType.SESSION_RESUMED, step=request.job.key, worker=OPERATOR,
                   at=request.now_iso, detail="human input received")
     return replace(request, events=[event, *request.events])

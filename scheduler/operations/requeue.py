@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
-from strands_durable.models import Event, SessionStatus, StepJob, now_iso, now_ms
+from strands_durable.models import Event, EventType, SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.scheduler.operations.control import OPERATOR, session_lock
 from strands_durable.store.keys import is_session_id
 from strands_durable.store.store import Store
@@ -131,7 +131,7 @@ def requeue_events(planned: Sequence[RequeuedStep], at: str) -> list[Event]:
     for p in planned:
         how = (f"dead-lettered: {p.error}" if p.dead_letters
                else f"failed on attempt {p.failed_attempt}")
-        events.append(Event("step_requeued", step=p.step, attempt=1, worker=OPERATOR, at=at,
+        events.append(Event(EventType.STEP_REQUEUED, step=p.step, attempt=1, worker=OPERATOR, at=at,
                             detail=how[:ERROR_CHARS]))
     return events
 
@@ -210,7 +210,7 @@ async def _requeue_session(store: Store, session_id: str, letters: Sequence[Dead
             triples = [(p.step, failed[p.step],
                         replace(StepJob.from_json(failed[p.step]), attempt=1).to_json())
                        for p in planned]
-            resumed = [Event("session_resumed", worker=OPERATOR, at=at,
+            resumed = [Event(EventType.SESSION_RESUMED, worker=OPERATOR, at=at,
                              detail="requeued " + ", ".join(steps))]
             verdict, detail = await store.requeue_steps(
                 session_id, triples, [e for p in planned for e in p.dead_letters],

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from strands_durable.errors import SpecError, TemplateError
-from strands_durable.models import Event, SessionStatus, StepJob, StepResult, now_iso, now_ms
+from strands_durable.models import (
+    Event,
+    EventType,
+    SessionStatus,
+    StepJob,
+    StepResult,
+    now_iso,
+    now_ms,
+)
 from strands_durable.scheduler.patterns import Decision, PlanContext, planner_for
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
@@ -131,12 +139,12 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
         if over is not None:
             status, reason = SessionStatus.PAUSED, over
 
-    events = [Event("step_completed", step=job.key, attempt=job.attempt, worker=consumer,
+    events = [Event(EventType.STEP_COMPLETED, step=job.key, attempt=job.attempt, worker=consumer,
                     at=at)]
-    events += [Event("step_scheduled", step=j.key, attempt=j.attempt, at=at)
+    events += [Event(EventType.STEP_SCHEDULED, step=j.key, attempt=j.attempt, at=at)
                for j in decision.schedule]
     if status != SessionStatus.RUNNING:
-        events.append(Event(f"session_{status.value}", step=job.key, worker=consumer, at=at,
+        events.append(Event(EventType.session_became(status), step=job.key, worker=consumer, at=at,
                             detail=reason))
     state = decision.state
     if status == SessionStatus.COMPLETED and decision.final_response is not None:

@@ -25,7 +25,7 @@ from strands_durable.store.store import Store
 log = logging.getLogger("durable.scheduler")
 
 SCHEDULER = "scheduler"  # the `worker` of the events the scheduler writes
-STUCK_EVENT = EventType.SESSION_STUCK.value
+STUCK_EVENT = EventType.SESSION_STUCK
 PAGE = 500  # running sessions read per round trip
 MAX_STUCK_CANDIDATES = 1_000  # per shard and check
 MAX_SCAN = 20_000  # stream entries or timers looked through per shard and check
@@ -139,7 +139,8 @@ class DurationGuard:
                 at = now_iso()
                 verdict, _ = await self.store.control(
                     sid, "pause", reason=reason, now_iso=at, now_ms=now_ms,
-                    events=[Event("session_paused", worker=SCHEDULER, at=at, detail=reason)])
+                    events=[Event(EventType.SESSION_PAUSED, worker=SCHEDULER, at=at,
+                                  detail=reason)])
         except LockNotAcquired:
             return False  # an operator is busy with it; next check
         if verdict == "ok":

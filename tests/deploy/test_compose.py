@@ -32,7 +32,7 @@ from tests.helpers import REPO, free_port, random_prefix, start_redis, wait_for_
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ROLE_COMMANDS = {"api": ["durable", "api"], "scheduler": ["durable", "scheduler"],
                  "worker": ["arq", "strands_durable.worker.WorkerSettings"]}
-CODE_PACKAGES = ("sessions", "scheduler", "worker", "api")
+CODE_FOLDERS = ("core", "store", "scheduler", "worker", "api")
 
 
 def compose_binary() -> Path:
@@ -88,18 +88,17 @@ def env_names_the_code_reads() -> set[str]:
     """DURABLE_* names of every pydantic settings class in the code, plus literal names
     (os.environ.get("DURABLE_...")) in its sources and in the Dockerfile."""
     names: set[str] = set()
-    for package in CODE_PACKAGES:
-        module = importlib.import_module(package)
-        for info in pkgutil.walk_packages(module.__path__, prefix=f"{package}."):
-            try:
-                importlib.import_module(info.name)
-            except Exception:  # an optional provider's SDK; its names are found below
-                continue
+    module = importlib.import_module("strands_durable")
+    for info in pkgutil.walk_packages(module.__path__, prefix="strands_durable."):
+        try:
+            importlib.import_module(info.name)
+        except Exception:  # an optional provider's SDK; its names are found below
+            continue
     for cls in _subclasses(BaseSettings):
         prefix = str(cls.model_config.get("env_prefix", ""))
         if prefix.upper().startswith("DURABLE_") and inspect.getmodule(cls):
             names |= {f"{prefix}{field}".upper() for field in cls.model_fields}
-    sources = [p for package in CODE_PACKAGES for p in (REPO / package).rglob("*.py")]
+    sources = [p for folder in CODE_FOLDERS for p in (REPO / folder).rglob("*.py")]
     for path in [*sources, REPO / "deploy" / "Dockerfile"]:
         names |= set(re.findall(r"\bDURABLE_[A-Z0-9_]+\b", path.read_text()))
     return names

@@ -180,7 +180,7 @@ def test_dockerignore_keeps_out_local_clutter_but_nothing_the_build_copies(
         stages: list[Stage]) -> None:
     patterns = dockerignore_patterns()
     for clutter in (".git/config", ".venv/bin/python", "tests/conftest.py",
-                    "sessions/__pycache__/keys.cpython-311.pyc", "x.egg-info/PKG-INFO"):
+                    "store/__pycache__/keys.cpython-311.pyc", "x.egg-info/PKG-INFO"):
         assert ignored(clutter, patterns), clutter
     for stage in stages:
         for source in copied_sources(stage):
@@ -194,8 +194,8 @@ def test_dockerignore_keeps_out_local_clutter_but_nothing_the_build_copies(
 
 def test_the_build_copies_every_package_pyproject_names(stages: list[Stage]) -> None:
     copied = set(copied_sources(stages[0]))
-    tops = {name.split(".")[0] for name in PYPROJECT["tool"]["setuptools"]["packages"]}
-    assert tops <= copied, f"packages missing from the build stage: {sorted(tops - copied)}"
+    folders = set(PYPROJECT["tool"]["setuptools"]["package-dir"].values())
+    assert folders <= copied, f"package folders missing from the build: {sorted(folders - copied)}"
     assert {"pyproject.toml", PYPROJECT["project"]["readme"]} <= copied
 
 
@@ -263,8 +263,9 @@ def built_venv(stages: list[Stage], tmp_path_factory: pytest.TempPathFactory) ->
                    check=True, timeout=300, cwd=root)
     (wheel,) = wheels.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "sessions/lua/commit.lua" in names
-    assert any(n.startswith("scheduler/schema/") and n.endswith(".json") for n in names)
+    assert "strands_durable/store/lua/commit.lua" in names
+    schema = "strands_durable/scheduler/spec/schema/"
+    assert any(n.startswith(schema) and n.endswith(".json") for n in names)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],
                    check=True, timeout=120)

@@ -6,8 +6,8 @@ no binary, no cluster).
   (kubernetes-validate, oldest and newest supported Kubernetes), and the KEDA and
   prometheus-operator kinds against models generated from their CRDs (cloudcoil);
 - what the manifests say agrees with the code: the stream keys and consumer group of
-  sessions/keys.py, the settings DurableSettings reads, the sentinel URL form that
-  sessions/redis_url.py parses, grace periods longer than a step's drain.
+  store/keys.py, the settings DurableSettings reads, the sentinel URL form that
+  store/redis_url.py parses, grace periods longer than a step's drain.
 """
 
 from __future__ import annotations
