@@ -14,11 +14,11 @@ from fastapi import Depends, FastAPI
 
 from strands_durable.api import errors, routes_control, routes_ops, routes_sessions, routes_system
 from strands_durable.api.auth import require_token
-from strands_durable.api.errors import REDIS_DOWN
 from strands_durable.api.limits import BodyLimit
 from strands_durable.api.schemas import error_responses
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
+from strands_durable.store.outage import REDIS_DOWN
 
 log = logging.getLogger("durable.api")
 
@@ -40,7 +40,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
             log.warning("Redis unreachable at startup (%s); /healthz says 503 until it is "
                         "back", exc)
         yield
-        await store.redis.aclose()
+        await store.close()
 
     app = FastAPI(title="strands-durable", version="0.1.0", description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

@@ -148,7 +148,7 @@ async def with_store(body: Callable[[Store], Awaitable[T]]) -> T:
     try:
         return await body(store)
     finally:
-        await store.redis.aclose()
+        await store.close()
 
 
 def load(spec: Path, var: list[str] | None, provider: str | None,

@@ -10,8 +10,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from strands_durable.errors import (
@@ -28,11 +26,11 @@ from strands_durable.errors import (
 from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
 from strands_durable.scheduler.operations.control import NothingToResume
 from strands_durable.scheduler.operations.requeue import NothingToRequeue
+from strands_durable.store.outage import REDIS_DOWN
 
 log = logging.getLogger("durable.api")
 
 # Redis is down or not answering: the request may be retried once it is back.
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 
 class ApiError(Exception):

@@ -74,16 +74,14 @@ class Page:
     next_cursor: Cursor | None
 
 
-async def _after(store: Store, key: str, cursor: Cursor, floor: int,
-                 count: int) -> list[Cursor]:
+async def _after(store: Store, shard: int, status: SessionStatus | None, cursor: Cursor,
+                 floor: int, count: int) -> list[Cursor]:
     """The first `count` positions of one index strictly after `cursor` (and >= floor)."""
-    r = store.redis
-    found = [Cursor(int(score), _s(sid)) for sid, score in
-             await r.zrangebyscore(key, cursor.score, cursor.score, withscores=True)
-             if _s(sid) < cursor.sid and cursor.score >= floor]
-    found += [Cursor(int(score), _s(sid)) for sid, score in
-              await r.zrevrangebyscore(key, f"({cursor.score}", floor, start=0, num=count,
-                                       withscores=True)]
+    found = [Cursor(int(score), sid) for sid, score in
+             await store.index_at(shard, status, cursor.score)
+             if sid < cursor.sid and cursor.score >= floor]
+    found += [Cursor(int(score), sid) for sid, score in
+              await store.index_below(shard, status, cursor.score, floor, count)]
     return found
 
 
@@ -92,9 +90,7 @@ async def _candidates(store: Store, q: ListQuery, cursor: Cursor, count: int) ->
     floor = q.updated_after_ms if q.updated_after_ms is not None else 0
     merged: list[Cursor] = []
     for shard in range(store.keys.shards):
-        key = (store.keys.index_status(shard, q.status) if q.status is not None
-               else store.keys.index_all(shard))
-        merged += await _after(store, key, cursor, floor, count)
+        merged += await _after(store, shard, q.status, cursor, floor, count)
     merged.sort(reverse=True)
     return merged[:count]
 
@@ -102,12 +98,8 @@ async def _candidates(store: Store, q: ListQuery, cursor: Cursor, count: int) ->
 async def _matching(store: Store, q: ListQuery, positions: list[Cursor]) -> list[Cursor]:
     if q.workflow is None or not positions:
         return positions
-    async with store.redis.pipeline(transaction=False) as pipe:
-        for pos in positions:
-            pipe.hget(store.keys.meta(pos.sid), "workflow_name")
-        names = await pipe.execute()
-    return [pos for pos, name in zip(positions, names, strict=True)
-            if name is not None and _s(name) == q.workflow]
+    names = await store.workflow_names([pos.sid for pos in positions])
+    return [pos for pos, name in zip(positions, names, strict=True) if name == q.workflow]
 
 
 async def list_page(store: Store, q: ListQuery) -> Page:
@@ -131,6 +123,3 @@ async def list_page(store: Store, q: ListQuery) -> Page:
         if scanned >= MAX_SCANNED:
             return Page(records, cursor)
 
-
-def _s(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -12,16 +12,14 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from strands_durable.api.auth import bearer, require_token, token_matches
 from strands_durable.api.deps import SettingsDep, StoreDep
-from strands_durable.api.errors import REDIS_DOWN
 from strands_durable.api.schemas import Health, RedisHealth, WorkerHealth, error_responses
 from strands_durable.metrics import CONTENT_TYPE, render_api_metrics
-from strands_durable.store.fleet import WorkerInfo, list_workers
+from strands_durable.store.fleet import WorkerInfo, list_workers, liveness_window_s
+from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.store import Store
 
 router = APIRouter(tags=["system"])
 PING_TIMEOUT_S = 2.0
-# A worker heartbeats every heartbeat_s; this many missed beats and it is not "recent".
-MISSED_BEATS = 3
 
 
 def worker_health(workers: list[WorkerInfo], window_s: float) -> WorkerHealth:
@@ -40,7 +38,7 @@ async def healthz(store: StoreDep, settings: SettingsDep,
     errors are for holders of the token."""
     detailed = token_matches(settings.api_token,
                              credentials.credentials if credentials is not None else None)
-    window_s = MISSED_BEATS * settings.heartbeat_s
+    window_s = liveness_window_s(settings.heartbeat_s)
     try:
         workers = await asyncio.wait_for(_workers(store, window_s), PING_TIMEOUT_S)
     except (*REDIS_DOWN, TimeoutError) as exc:
@@ -58,7 +56,7 @@ async def healthz(store: StoreDep, settings: SettingsDep,
 
 
 async def _workers(store: Store, window_s: float) -> list[WorkerInfo]:
-    await store.redis.ping()
+    await store.ping()
     return await list_workers(store, alive_within_s=window_s)
 
 

@@ -32,7 +32,7 @@ async def latest_resumable(settings: DurableSettings, loaded: LoadedSpec) -> str
     try:
         return await find_resumable(store, loaded.spec_hash)
     finally:
-        await store.redis.aclose()
+        await store.close()
 
 
 async def resume_embedded(settings: DurableSettings, session_id: str,

@@ -38,9 +38,16 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from redis import Redis as SyncRedis
 
 from strands_durable.models import SessionStatus, StepResult
+from strands_durable.store.codec import as_str
+from strands_durable.store.fleet import liveness_window_s, seen_recently
+from strands_durable.store.fleet_reads import (
+    PER_SHARD,
+    SyncClient,
+    open_sync_client,
+    read_fleet_sync,
+)
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
 from strands_durable.store.outage import RedisOutage
 from strands_durable.store.redis_url import Timeouts
@@ -53,7 +60,6 @@ prometheus_client.disable_created_metrics()
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MAX_AGENT_LABELS = 200  # distinct agent ids per process before the rest become "other"
-HEARTBEAT_MISSES = 3  # a worker whose heartbeat is older than this many periods is dead
 
 # LLM calls take seconds to minutes; no-op steps take milliseconds.
 STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -227,22 +233,6 @@ class FleetSnapshot:
     taken_at: float = field(default_factory=time.monotonic)
 
 
-PER_SHARD = 5 + len(SessionStatus)  # commands queued per shard
-
-
-def queue_fleet_reads(pipe: Any, keys: Keys, now_ms: int) -> None:
-    """Queue every read on `pipe` (sync or asyncio pipeline): O(1) commands per shard
-    (ZCOUNT is O(log n)), plus the heartbeats hash, which the scheduler prunes."""
-    for shard in range(keys.shards):
-        stream = keys.stream(shard)
-        pipe.xinfo_groups(stream)
-        pipe.xlen(stream)
-        pipe.zcount(keys.timers(shard), "-inf", now_ms)
-        pipe.zcard(keys.timers(shard))
-        pipe.xlen(keys.dead(shard))
-        for status in SessionStatus:
-            pipe.zcard(keys.index_status(shard, status))
-    pipe.hvals(keys.workers())
 
 
 def parse_fleet(replies: Sequence[Any], keys: Keys, now_ms: int,
@@ -269,8 +259,8 @@ def _group_backlog(groups: Any, length: int) -> tuple[int, int]:
     if not isinstance(groups, list):
         return 0, length  # no stream or no group yet: nothing was ever delivered
     for group in groups:
-        info = {_str(k): v for k, v in group.items()}
-        if _str(info.get("name")) != CONSUMER_GROUP:
+        info = {as_str(k): v for k, v in group.items()}
+        if as_str(info.get("name")) != CONSUMER_GROUP:
             continue
         pending = _int(info.get("pending"))
         lag = info.get("lag")
@@ -279,12 +269,13 @@ def _group_backlog(groups: Any, length: int) -> tuple[int, int]:
 
 
 def _workers(beats: Iterable[Any], now_ms: int, heartbeat_s: float) -> tuple[int, int]:
-    cutoff = now_ms - HEARTBEAT_MISSES * heartbeat_s * 1000
+    within_s = liveness_window_s(heartbeat_s)
     alive = known = 0
     for raw in beats:
         known += 1
         try:
-            if int(json.loads(raw).get("last_seen_ms", 0)) >= cutoff:
+            seen_ms = int(json.loads(raw).get("last_seen_ms", 0))
+            if seen_recently((now_ms - seen_ms) / 1000, within_s):
                 alive += 1
         except (ValueError, TypeError, AttributeError):
             continue
@@ -296,10 +287,6 @@ def _int(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return 0
-
-
-def _str(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def fleet_families(snap: FleetSnapshot) -> Iterator[Metric]:
@@ -363,16 +350,14 @@ class FleetReader:
         self._last = snap
         return snap
 
-    def read_sync(self, redis: SyncRedis) -> FleetSnapshot:
+    def read_sync(self, redis: SyncClient) -> FleetSnapshot:
         with self._lock:
             cached = self._fresh()
             if cached is not None:
                 return cached
             started, now_ms = time.perf_counter(), int(time.time() * 1000)
             try:
-                with redis.pipeline(transaction=False) as pipe:
-                    queue_fleet_reads(pipe, self.keys, now_ms)
-                    replies = pipe.execute(raise_on_error=False)
+                replies = read_fleet_sync(redis, self.keys, now_ms)
             except Exception as exc:  # a scrape must answer even with Redis down
                 log.warning("fleet metrics: cannot read Redis (%s)", exc)
                 return FleetSnapshot((), {}, 0, 0, ok=False)
@@ -384,9 +369,7 @@ class FleetReader:
             return cached
         started, now_ms = time.perf_counter(), int(time.time() * 1000)
         try:
-            async with store.redis.pipeline(transaction=False) as pipe:
-                queue_fleet_reads(pipe, self.keys, now_ms)
-                replies = await pipe.execute(raise_on_error=False)
+            replies = await store.fleet_replies(now_ms)
         except Exception as exc:  # a scrape must answer even with Redis down
             log.warning("fleet metrics: cannot read Redis (%s)", exc)
             return FleetSnapshot((), {}, 0, 0, ok=False)
@@ -397,12 +380,12 @@ class FleetCollector(Collector):
     """The fleet gauges, read from Redis (sync client) each time the registry is
     collected: for processes that serve /metrics from prometheus-client's own thread."""
 
-    def __init__(self, redis: SyncRedis, reader: FleetReader) -> None:
-        self.redis = redis
+    def __init__(self, client: SyncClient, reader: FleetReader) -> None:
+        self.client = client
         self.reader = reader
 
     def collect(self) -> Iterator[Metric]:
-        yield from fleet_families(self.reader.read_sync(self.redis))
+        yield from fleet_families(self.reader.read_sync(self.client))
 
 
 class _Forward(Collector):
@@ -542,14 +525,12 @@ def start_fleet_metrics(port: int, redis_url: str, keys: Keys, heartbeat_s: floa
                         host: str = DEFAULT_METRICS_HOST,
                         timeouts: Timeouts | None = None) -> MetricsServer:
     """Process metrics plus the fleet gauges (the scheduler's /metrics)."""
-    from strands_durable.store.redis_url import sync_redis_client  # Sentinel and TLS URLs too
-
-    redis = sync_redis_client(redis_url, timeouts, decode_responses=True)
-    registry = combined_registry(FleetCollector(redis, FleetReader(keys, heartbeat_s)))
+    client = open_sync_client(redis_url, timeouts)  # Sentinel and TLS URLs too
+    registry = combined_registry(FleetCollector(client, FleetReader(keys, heartbeat_s)))
     try:
         server = serve(port, registry, addr=host)
     except OSError:
-        redis.close()
+        client.close()
         raise
-    server._closers.append(redis.close)
+    server._closers.append(client.close)
     return server

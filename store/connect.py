@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from redis.asyncio import Redis
+from redis.asyncio.connection import ConnectionPool
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import Keys
@@ -30,4 +32,16 @@ def redis_client(settings: DurableSettings, **extra: Any) -> Redis:
 def open_store(settings: DurableSettings, redis: Redis | None = None, **extra: Any) -> Store:
     keys = Keys(prefix=settings.key_prefix, shards=settings.shards)
     return Store(redis or redis_client(settings, **extra), keys,
-                 events_max=settings.events_max)
+                 events_max=settings.events_max, heartbeat_s=settings.heartbeat_s)
+
+
+class RefusingPool(ConnectionPool):
+    """A client's pool that must never connect (a worker whose settings are unusable):
+    its first use calls `refuse`, which reports why and exits."""
+
+    def __init__(self, refuse: Callable[[], NoReturn]) -> None:
+        super().__init__()
+        self.refuse = refuse
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> NoReturn:
+        self.refuse()

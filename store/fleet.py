@@ -5,19 +5,41 @@ dead letters, timers). Reads only; the decisions (alive or not, totals) are pure
 from __future__ import annotations
 
 import json
+import os
+import re
+import secrets
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from redis.exceptions import ResponseError
-
 from strands_durable.models import now_ms
-from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.base import DEFAULT_HEARTBEAT_S
 from strands_durable.store.store import Store
 
-# A worker beats every DURABLE_HEARTBEAT_S (5 s by default); three missed beats and it
-# is taken for dead.
-ALIVE_WITHIN_S = 15.0
+# A worker beats every DURABLE_HEARTBEAT_S; this many missed beats and it is taken for
+# dead (by `durable workers`, /healthz and the fleet gauges alike).
+HEARTBEAT_MISSES = 3
+
+
+def liveness_window_s(heartbeat_s: float) -> float:
+    """How recent a worker's last heartbeat must be for it to count as alive."""
+    return HEARTBEAT_MISSES * heartbeat_s
+
+
+def seen_recently(age_s: float | None, within_s: float) -> bool:
+    return age_s is not None and age_s <= within_s
+
+
+ALIVE_WITHIN_S = liveness_window_s(DEFAULT_HEARTBEAT_S)
+
+
+def process_name() -> str:
+    """A worker's consumer name or a scheduler replica's: stable for the life of the
+    process, unique across restarts; a host name's odd characters become '-' (a consumer
+    name is 1-255 printable ASCII characters)."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)
@@ -91,7 +113,7 @@ def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[
             pid=int(beat["pid"]) if isinstance(beat.get("pid"), int) else None,
             started_at=str(beat.get("started_at", "")), last_seen=str(beat.get("last_seen", "")),
             last_seen_age_s=round(age, 3) if age is not None else None,
-            alive=age is not None and age <= alive_within_s,
+            alive=seen_recently(age, alive_within_s),
             concurrency=int(beat["concurrency"]) if isinstance(beat.get("concurrency"), int)
             else None,
             running=tuple(str(r) for r in beat.get("running", [])),
@@ -114,21 +136,19 @@ def lag_of(group: Mapping[str, Any] | None, length: int, pending: int) -> int:
 # -- I/O ----------------------------------------------------------------------------
 async def group_consumers(store: Store, shard: int) -> dict[str, tuple[int, int]]:
     """{consumer name: (pending entries, idle ms)} of a shard's group."""
-    try:
-        rows = await store.redis.xinfo_consumers(store.keys.stream(shard), CONSUMER_GROUP)
-    except ResponseError:  # no stream or group yet: nobody holds anything
-        return {}
-    return {str(r["name"]): (int(r.get("pending", 0)), int(r.get("idle", 0))) for r in rows}
+    return await store.group_consumers(shard)
 
 
-async def list_workers(store: Store, *, alive_within_s: float = ALIVE_WITHIN_S
+async def list_workers(store: Store, *, alive_within_s: float | None = None
                        ) -> list[WorkerInfo]:
     """Every worker that sent a heartbeat (alive or not) and every consumer holding
-    entries without one (a worker that died before its first beat)."""
-    beats = await store.redis.hgetall(store.keys.workers())
-    pending = [await group_consumers(store, shard) for shard in range(store.keys.shards)]
-    return worker_infos({_s(k): _s(v) for k, v in beats.items()}, pending, now_ms(),
-                        alive_within_s)
+    entries without one (a worker that died before its first beat). Alive: seen within
+    `alive_within_s`, by default the store's heartbeat period's rule."""
+    beats = await store.heartbeats()
+    pending = [await store.group_consumers(shard) for shard in range(store.keys.shards)]
+    within = (alive_within_s if alive_within_s is not None
+              else liveness_window_s(store.heartbeat_s))
+    return worker_infos(beats, pending, now_ms(), within)
 
 
 async def queue_stats(store: Store) -> QueueStats:
@@ -136,25 +156,12 @@ async def queue_stats(store: Store) -> QueueStats:
     now = now_ms()
     shards = []
     for shard in range(k.shards):
-        async with store.redis.pipeline(transaction=False) as pipe:
-            pipe.xlen(k.stream(shard))
-            pipe.xlen(k.dead(shard))
-            pipe.zcard(k.timers(shard))
-            pipe.zcount(k.timers(shard), "-inf", now)
-            length, dead, timers, due = await pipe.execute()
-        try:
-            groups = await store.redis.xinfo_groups(k.stream(shard))
-        except ResponseError:
-            groups = []
-        group = next((g for g in groups if _s(g.get("name")) == CONSUMER_GROUP), None)
+        length, dead, timers, due = await store.queue_counts(shard, now)
+        group = await store.group_info(shard)
         pending = int(group["pending"]) if group else 0
         shards.append(ShardStats(
-            shard=shard, stream=k.stream(shard), length=int(length),
-            lag=lag_of(group, int(length), pending), pending=pending,
-            consumers=int(group["consumers"]) if group else 0, dead_letters=int(dead),
-            timers=int(timers), timers_due=int(due)))
+            shard=shard, stream=k.stream(shard), length=length,
+            lag=lag_of(group, length, pending), pending=pending,
+            consumers=int(group["consumers"]) if group else 0, dead_letters=dead,
+            timers=timers, timers_due=due))
     return QueueStats(tuple(shards))
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

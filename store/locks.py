@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from strands_durable.errors import LockLost, LockNotAcquired
+from strands_durable.store.codec import as_str
+from strands_durable.store.script_operator import LockExtendArgs, LockKeys, LockReleaseArgs
 from strands_durable.store.scripts import Scripts
 
 
@@ -46,21 +48,20 @@ class Lock:
     async def release(self) -> bool:
         if not self.token:
             return False
-        released = bool(await self.scripts.lock_release(keys=[self.key], args=[self.token]))
+        released = bool(await self.scripts.lock_release(keys=LockKeys(self.key),
+                                                          args=LockReleaseArgs(self.token)))
         self.token = ""
         return released
 
     async def extend(self, ttl_ms: int | None = None) -> None:
-        ok = await self.scripts.lock_extend(keys=[self.key],
-                                            args=[self.token, ttl_ms or self.ttl_ms])
+        ok = await self.scripts.lock_extend(
+            keys=LockKeys(self.key), args=LockExtendArgs(self.token, ttl_ms or self.ttl_ms))
         if not ok:
             raise LockLost(self.key)
 
     async def held(self) -> bool:
         value = await self.redis.get(self.key)
-        if isinstance(value, bytes):
-            value = value.decode()
-        return bool(self.token) and value == self.token
+        return bool(self.token) and as_str(value) == self.token
 
 
 @asynccontextmanager

@@ -47,6 +47,11 @@ T = TypeVar("T")
 # retry reconnects, and DNS or a proxy leads to the new master).
 OUTAGE_ERRORS: tuple[type[RedisError], ...] = (RedisConnectionError, RedisTimeoutError,
                                                ReadOnlyError)
+# Redis unreachable, as redis-py reports it to a caller (the API answers 503).
+REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
+# ... and as a long-running loop (a worker's, the scheduler's) meets it: a socket error
+# can also escape while a connection is torn down.
+REDIS_DOWN_IN_LOOP: tuple[type[Exception], ...] = (*REDIS_DOWN, OSError)
 BACKOFF_BASE_S = 0.05
 _depth: ContextVar[int] = ContextVar("durable_redis_retry_depth", default=0)
 BACKOFF_CAP_S = 2.0

@@ -1,48 +1,24 @@
-"""Lua scripts beside their caller: loaded once, prefixed with the shared helpers."""
+"""The Lua script library: each script (store/lua/, prefixed with the shared helpers)
+is called through a typed async method with keyword-only KEYS and ARGV contracts.
+
+The contract of each script lives in Python beside its method, as two frozen
+dataclasses whose fields are the keys and the arguments IN ORDER (a nested `IndexKeys`
+or a tuple field stands for its members, in order): script_step.py holds the step
+path's scripts, script_operator.py the operators', the locks' and the fleet's.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from typing import Any
-
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-_NAMES = (
-    "create", "gate", "commit", "fail_step", "dead_letter", "renew",
-    "promote_timers", "delete", "lock_release", "lock_extend", "control",
-    "release", "requeue", "fork", "retire_consumer", "claim_session",
-)
+from strands_durable.store.script_library import IndexKeys, flatten, script_source
+from strands_durable.store.script_operator import OperatorScripts
+from strands_durable.store.script_step import StepScripts
 
-
-@cache
-def script_source(name: str) -> str:
-    lua = resources.files("strands_durable.store") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+__all__ = ["IndexKeys", "Scripts", "flatten", "script_source"]
 
 
-@dataclass(frozen=True)
-class Scripts:
-    create: AsyncScript
-    gate: AsyncScript
-    commit: AsyncScript
-    fail_step: AsyncScript
-    dead_letter: AsyncScript
-    renew: AsyncScript
-    promote_timers: AsyncScript
-    delete: AsyncScript
-    lock_release: AsyncScript
-    lock_extend: AsyncScript
-    control: AsyncScript
-    release: AsyncScript
-    requeue: AsyncScript
-    fork: AsyncScript
-    retire_consumer: AsyncScript
-    claim_session: AsyncScript
-
+class Scripts(StepScripts, OperatorScripts):
     @classmethod
     def register(cls, redis: Redis) -> Scripts:
-        loaded: dict[str, Any] = {n: redis.register_script(script_source(n)) for n in _NAMES}
-        return cls(**loaded)
+        return cls(redis)

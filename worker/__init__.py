@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from arq.connections import ArqRedis, RedisSettings
 from pydantic import ValidationError
-from redis.asyncio.connection import ConnectionPool
 
 from strands_durable.errors import RedisUrlError
 from strands_durable.settings import DurableSettings, describe_settings_error
+from strands_durable.store.connect import RefusingPool
 from strands_durable.store.outage import RedisOutage, outage_client_kwargs
 from strands_durable.store.redis_url import arq_redis_settings, async_redis_client, redact
 
@@ -52,17 +52,6 @@ def _exit(code: int, reason: str) -> NoReturn:
     os._exit(code)
 
 
-class _RefusingPool(ConnectionPool):
-    """arq's pool when the settings are unusable: its first use reports them and exits."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__()
-        self.problem = problem
-
-    async def get_connection(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _exit(EXIT_BAD_CONFIG, f"worker not started: {self.problem}")
-
-
 @dataclass
 class WorkerProcess:
     """What an `arq worker` process runs with, read from the environment at import (arq
@@ -89,7 +78,10 @@ class WorkerProcess:
 
     def arq_client(self) -> ArqRedis:
         if self.settings is None or self.outage is None:
-            return ArqRedis(connection_pool=_RefusingPool(self.problem))
+            # arq's pool when the settings are unusable: its first use reports them, exits.
+            problem = self.problem
+            return ArqRedis(connection_pool=RefusingPool(
+                lambda: _exit(EXIT_BAD_CONFIG, f"worker not started: {problem}")))
         return async_redis_client(self.settings.redis_url, self.settings.redis_timeouts,
                                   redis_class=ArqRedis, health_check_interval=30,
                                   **outage_client_kwargs(self.outage))
@@ -155,7 +147,7 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
     consumer = ctx.get("durable_consumer")
     if consumer is not None:
         await consumer.stop()
-        await consumer.store.redis.aclose()
+        await consumer.store.close()
     if "durable_metrics" in ctx:
         from strands_durable import metrics
 

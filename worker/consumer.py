@@ -10,33 +10,21 @@ import contextlib
 import json
 import logging
 import os
-import re
-import secrets
 import socket
 from collections.abc import Sequence
-from typing import Any
-
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable import metrics
 from strands_durable.models import Event, EventType, StepJob, now_iso, now_ms
 from strands_durable.settings import DurableSettings
-from strands_durable.store.keys import CONSUMER_GROUP, check_token
+from strands_durable.store.fleet import process_name
+from strands_durable.store.keys import check_token
+from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.store import Store
 from strands_durable.worker.execute import StepExecutor
 from strands_durable.worker.step_runner import StepRunner
 
 log = logging.getLogger("durable.worker")
 
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-def consumer_name() -> str:
-    """Stable for the life of the process, unique across restarts; a host name's odd
-    characters become '-' (a consumer name is 1-255 printable ASCII characters)."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:200] or "host"
-    return f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class StepConsumer:
@@ -44,7 +32,7 @@ class StepConsumer:
                  executor: StepExecutor | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.name = check_token("consumer name", name or consumer_name())
+        self.name = check_token("consumer name", name or process_name())
         self.runner = StepRunner(settings, store, executor or StepExecutor(settings, store),
                                  self.name)
         self._slots = asyncio.Semaphore(settings.worker_concurrency)
@@ -96,8 +84,8 @@ class StepConsumer:
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
-        with contextlib.suppress(*REDIS_DOWN):
-            await self.store.redis.hdel(self.store.keys.workers(), self.name)
+        with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
+            await self.store.forget_heartbeats([self.name])
             # Leave the group too, unless steps handed back are still pending under us.
             await self.store.retire_consumer(self.name)
 
@@ -106,7 +94,7 @@ class StepConsumer:
         for entry_id, job in entries.items():
             by_shard.setdefault(self.store.keys.shard(job.session_id), []).append(entry_id)
         released = 0
-        with contextlib.suppress(*REDIS_DOWN):
+        with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
             for shard, ids in by_shard.items():
                 released += await self.store.release(shard, ids, self.name,
                                                      self.settings.claim_idle_ms * 10)
@@ -132,7 +120,7 @@ class StepConsumer:
             await self.runner.process(shard, entry_id, fields, reclaimed)
         except asyncio.CancelledError:
             raise
-        except REDIS_DOWN as exc:
+        except REDIS_DOWN_IN_LOOP as exc:
             # The entry stays pending; it is re-claimed once Redis is back.
             log.warning("step entry %s: Redis unavailable (%s); left pending", entry_id, exc)
         except Exception:
@@ -158,7 +146,6 @@ class StepConsumer:
         workers left idle, then reads new ones, never holding more than it can run.
         (Re-claiming apart from reading would let claimed entries wait for slots until
         they idle out again, and their delivery counts climb with nobody running them.)"""
-        stream = self.store.keys.stream(shard)
         reclaim_every = max(0.05, self.settings.claim_idle_ms / 2000)
         loop = asyncio.get_running_loop()
         next_reclaim = loop.time() + reclaim_every
@@ -170,10 +157,10 @@ class StepConsumer:
                     next_reclaim = loop.time() + reclaim_every
                     used += await self._reclaim(shard, taken)
                 if used < taken:
-                    used += await self._read_new(shard, stream, taken - used)
+                    used += await self._read_new(shard, taken - used)
             except asyncio.CancelledError:
                 raise
-            except REDIS_DOWN as exc:
+            except REDIS_DOWN_IN_LOOP as exc:
                 log.warning("shard %d: Redis unavailable (%s); retrying", shard, exc)
                 await self._pause(1.0)
             except Exception:
@@ -182,44 +169,35 @@ class StepConsumer:
             finally:
                 self._release(taken - used)
 
-    async def _read_new(self, shard: int, stream: str, count: int) -> int:
-        reply = await self.store.redis.xreadgroup(
-            CONSUMER_GROUP, self.name, {stream: ">"}, count=count,
-            block=self.settings.read_block_ms)
-        spawned = 0
-        for _stream, entries in reply or []:
-            if self._stopping.is_set():  # arrived as we stopped: hand them back
-                await self.store.release(shard, [_s(e) for e, _ in entries], self.name,
-                                         self.settings.claim_idle_ms * 10)
-                continue
-            for entry_id, fields in entries:
-                spawned += 1
-                self._spawn(shard, _s(entry_id), _map(fields), reclaimed=False)
-        return spawned
+    async def _read_new(self, shard: int, count: int) -> int:
+        entries = await self.store.read_new(shard, self.name, count,
+                                            self.settings.read_block_ms)
+        if entries and self._stopping.is_set():  # arrived as we stopped: hand them back
+            await self.store.release(shard, [e for e, _ in entries], self.name,
+                                     self.settings.claim_idle_ms * 10)
+            return 0
+        for entry_id, fields in entries:
+            self._spawn(shard, entry_id, fields, reclaimed=False)
+        return len(entries)
 
     async def _reclaim(self, shard: int, slots: int) -> int:
         """Take over up to `slots` entries idle past claim_idle_ms; returns how many
         were started (dead-lettered ones take no slot)."""
-        stream = self.store.keys.stream(shard)
         spawned = 0
         cursor = "0-0"
         while spawned < slots:
-            cursor, entries, *_ = await self.store.redis.xautoclaim(
-                stream, CONSUMER_GROUP, self.name, self.settings.claim_idle_ms, cursor,
-                count=slots - spawned)
-            cursor = _s(cursor)
-            for entry_id, fields in entries:
-                if fields is not None and await self._take_over(shard, _s(entry_id),
-                                                                _map(fields)):
+            claimed = await self.store.claim_idle(shard, self.name, self.settings.claim_idle_ms,
+                                                  cursor, slots - spawned)
+            cursor = claimed.cursor
+            for entry_id, fields in claimed.entries:
+                if fields is not None and await self._take_over(shard, entry_id, fields):
                     spawned += 1
-            if cursor == "0-0" or not entries:
+            if cursor == "0-0" or not claimed.entries:
                 break
         return spawned
 
     async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> bool:
-        pending = await self.store.redis.xpending_range(
-            self.store.keys.stream(shard), CONSUMER_GROUP, min=entry_id, max=entry_id, count=1)
-        deliveries = int(pending[0]["times_delivered"]) if pending else 1
+        deliveries = await self.store.deliveries(shard, entry_id) or 1
         if deliveries > self.settings.max_deliveries:
             await self._dead_letter(shard, entry_id, fields, deliveries)
             return False
@@ -255,7 +233,7 @@ class StepConsumer:
                     await self.promote_timers(shard)
                 except asyncio.CancelledError:
                     raise
-                except REDIS_DOWN as exc:
+                except REDIS_DOWN_IN_LOOP as exc:
                     log.warning("timers shard %d: Redis unavailable (%s)", shard, exc)
                 except Exception:
                     log.exception("timers shard %d failed", shard)
@@ -273,12 +251,11 @@ class StepConsumer:
                 "running": [f"{j.session_id}/{j.key}" for j in self.runner.running.values()],
             }
             try:
-                await self.store.redis.hset(self.store.keys.workers(), self.name,
-                                            json.dumps(beat))
+                await self.store.beat(self.name, json.dumps(beat))
                 metrics.heartbeat()
             except asyncio.CancelledError:
                 raise
-            except REDIS_DOWN as exc:
+            except REDIS_DOWN_IN_LOOP as exc:
                 log.warning("heartbeat: Redis unavailable (%s)", exc)
             await self._pause(self.settings.heartbeat_s)
 
@@ -286,10 +263,3 @@ class StepConsumer:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _map(fields: dict[Any, Any]) -> dict[str, str]:
-    return {_s(k): _s(v) for k, v in fields.items()}

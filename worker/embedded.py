@@ -78,7 +78,7 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
     finally:
         if consumer is not None:
             await consumer.stop(grace_s=0)
-        await store.redis.aclose()
+        await store.close()
 
 
 async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],

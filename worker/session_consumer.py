@@ -38,7 +38,7 @@ class SessionConsumer(StepConsumer):
     async def promote_timers(self, shard: int) -> int:
         return await self.store.promote_timers(shard, now_ms(), session_id=self.session_id)
 
-    async def _read_new(self, shard: int, stream: str, count: int) -> int:
+    async def _read_new(self, shard: int, count: int) -> int:
         claimed = await self.store.claim_new_entries(self.session_id, self.name, self._after,
                                                      count)
         self._after = claimed.cursor

@@ -18,13 +18,8 @@ async def find_resumable(store: Store, spec_hash: str) -> str | None:
     """The most recently updated failed or paused session with this spec hash, or None."""
     best: tuple[float, str] | None = None
     for shard in range(store.keys.shards):
-        spec_index = store.keys.index_spec(shard, spec_hash)
         for status in RESUMABLE:
-            # Weight 0 for the spec index: the score is the status index's (update time).
-            rows = await store.redis.zinter({store.keys.index_status(shard, status): 1,
-                                             spec_index: 0}, withscores=True)
-            for member, score in rows:
-                sid = member.decode() if isinstance(member, bytes) else str(member)
-                if best is None or float(score) > best[0]:
-                    best = (float(score), sid)
+            for sid, score in await store.spec_sessions(shard, spec_hash, status):
+                if best is None or score > best[0]:
+                    best = (score, sid)
     return best[1] if best else None

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 
-from strands_durable.errors import DurableError, SessionNotFound
+from strands_durable.errors import InvalidInput, SessionNotFound
 from strands_durable.models import SessionStatus, now_ms
 from strands_durable.scheduler.operations.control import session_lock
 from strands_durable.scheduler.operations.deletion import delete_locked
-from strands_durable.store.locks import locked
 from strands_durable.store.store import Store
 
 DAY_MS = 86_400_000
@@ -23,7 +22,7 @@ DAY_MS = 86_400_000
 def cutoff_ms(max_age_days: float, now: int) -> int:
     """Sessions last updated at or before this are old enough to delete."""
     if not math.isfinite(max_age_days) or max_age_days < 0:
-        raise DurableError(f"--max-age-days {max_age_days}: must be a number of days >= 0")
+        raise InvalidInput(f"max age (days) {max_age_days}: must be a number of days >= 0")
     return now - int(max_age_days * DAY_MS)
 
 
@@ -37,11 +36,8 @@ async def _candidates(store: Store, statuses: tuple[SessionStatus, ...], cutoff:
     found: list[tuple[float, str]] = []
     for shard in range(store.keys.shards):
         for status in statuses:
-            key = store.keys.index_status(shard, status)
-            for sid, score in await store.redis.zrangebyscore(
-                    key, "-inf", cutoff, withscores=True,
-                    start=None if limit is None else 0, num=limit):
-                found.append((float(score), sid.decode() if isinstance(sid, bytes) else sid))
+            found += [(score, sid) for sid, score in
+                      await store.index_until(shard, status, cutoff, limit)]
     return sorted(found)[:limit]  # oldest first
 
 
@@ -59,14 +55,13 @@ async def cleanup_sessions(store: Store, *, max_age_days: float, keep_completed:
         return [sid for _, sid in found]
     deleted: list[str] = []
     # One cleanup at a time; each session is also locked against a concurrent resume.
-    async with locked(store.redis, store.scripts, store.keys.lock("cleanup"), wait_s=wait_s):
+    async with store.locked("cleanup", wait_s=wait_s):
         for _, sid in found:
             try:
                 async with session_lock(store, sid):
                     record = await store.get_session(sid)
                     shard = store.keys.shard(sid)
-                    score = await store.redis.zscore(
-                        store.keys.index_status(shard, record.status), sid)
+                    score = await store.index_score(shard, record.status, sid)
                     if record.status not in statuses or score is None or score > cutoff:
                         continue  # resumed (or touched) since it was listed
                     await delete_locked(store, sid)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from strands_durable import metrics
-from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
+from strands_durable.errors import Conflict, InvalidInput, InvalidTransition, SessionNotFound
 from strands_durable.models import (
     Event,
     EventType,
@@ -28,15 +28,19 @@ from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import WAITING_FOR_HUMAN, Snapshot, plan_commit
 from strands_durable.scheduler.planning.budgets import BUDGET_NAMES, Spend, exceeded, limits
 from strands_durable.scheduler.spec.loader import LoadedSpec
-from strands_durable.store.locks import Lock, locked
+from strands_durable.store.locks import Lock
 from strands_durable.store.store import SessionRecord, Store
 
 OPERATOR = "operator"
 MAX_REPLANS = 20
 
 
-class NothingToResume(DurableError):
-    pass
+class NothingToResume(Conflict):
+    """A failed session with nothing to retry: it failed outside any step."""
+
+
+class AnswerNotRecorded(Conflict):
+    """A human's answer could not be committed (the session moved on, or kept changing)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,8 @@ async def session_lock(store: Store, session_id: str) -> AsyncIterator[Lock]:
     # An unknown id is refused before the lock writes its fencing counter for it.
     if not await store.exists(session_id):
         raise SessionNotFound(session_id)
-    key = store.keys.lock(f"session:{session_id}", store.keys.shard(session_id))
-    async with locked(store.redis, store.scripts, key, ttl_ms=30_000, wait_s=10) as lock:
+    async with store.locked(f"session:{session_id}", shard=store.keys.shard(session_id),
+                            ttl_ms=30_000, wait_s=10) as lock:
         yield lock
 
 
@@ -85,19 +89,21 @@ async def cancel(store: Store, session_id: str, reason: str = "cancelled by oper
 
 
 def parse_budget_sets(items: Mapping[str, str]) -> dict[str, int]:
-    """`--set budgets.max_tokens=20000` (the `budgets.` prefix is optional)."""
+    """Budget overrides (`budgets.max_tokens` = "20000"; the `budgets.` prefix is
+    optional)."""
     parsed: dict[str, int] = {}
     for key, value in items.items():
         name = key.removeprefix("budgets.").removeprefix("runtime.budgets.")
         if name not in BUDGET_NAMES:
-            raise DurableError(f"--set {key}: only budgets can be set "
+            raise InvalidInput(f"budget override {key}: only budgets can be set "
                                f"({', '.join('budgets.' + n for n in BUDGET_NAMES)})")
         try:
             parsed[name] = int(value)
         except ValueError:
-            raise DurableError(f"--set {key}={value}: not a whole number") from None
+            raise InvalidInput(f"budget override {key}={value}: not a whole number"
+                               ) from None
         if parsed[name] < 1:
-            raise DurableError(f"--set {key}={value}: a budget must be at least 1")
+            raise InvalidInput(f"budget override {key}={value}: a budget must be at least 1")
     return parsed
 
 
@@ -130,16 +136,15 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
         waiting = json.loads(record.raw.get("waiting") or "[]")
         if hitl_response is not None:
             if not waiting:
-                raise DurableError(f"session {session_id} is not waiting for human input")
-            if sets:
-                await store.redis.hset(store.keys.meta(session_id), mapping=sets)
+                raise Conflict(f"session {session_id} is not waiting for human input")
+            await store.set_fields(session_id, sets)
             status = await _answer(store, session_id, spec, waiting[0], hitl_response)
             return ResumeOutcome(status, notes)
         if waiting and record.status == SessionStatus.PAUSED and \
                 (record.paused_reason or "").startswith(WAITING_FOR_HUMAN):
-            raise DurableError(f"session {session_id} waits for human input at "
-                               f"{waiting[0]['step']}: {waiting[0]['prompt']!r}; answer it "
-                               f"with `durable resume {session_id} --hitl-response TEXT`")
+            raise Conflict(f"session {session_id} waits for human input at "
+                           f"{waiting[0]['step']}: {waiting[0]['prompt']!r}; it goes on "
+                           f"once a human's answer is given")
         overrides = {**json.loads(record.raw.get("budget_overrides") or "{}"),
                      **(budget_sets or {})}
         spend = Spend(tokens=record.token_usage.total_input_tokens
@@ -151,19 +156,15 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
                           (int(record.raw["paused_at_ms"]) - record.started_ms) / 1000)
         over = exceeded(spend, limits(spec, overrides))
         if over is not None:
-            raise DurableError(f"session {session_id}: {over}")
+            raise Conflict(f"session {session_id}: {over}")
         at = now_iso()
         verdict, detail = await store.control(
             session_id, "resume", now_iso=at, now_ms=now_ms(), sets=sets,
             reason=record.paused_reason or "",
             events=[Event(EventType.SESSION_RESUMED, worker=OPERATOR, at=at,
                           detail="; ".join(notes))])
-        status = _checked(session_id, "resume", verdict, detail)
-        if "spec_hash" in sets:  # so `run --auto-resume` of the new spec finds it
-            await store.redis.zadd(store.keys.index_spec(store.keys.shard(session_id),
-                                                         sets["spec_hash"]),
-                                   {session_id: now_ms()})
-        return ResumeOutcome(status, notes)
+        # A new spec hash is indexed by the same script (`run --auto-resume` finds it).
+        return ResumeOutcome(_checked(session_id, "resume", verdict, detail), notes)
 
 
 def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None,
@@ -180,7 +181,7 @@ def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None
         notes.append("budgets: " + ", ".join(f"{k}={v}" for k, v in budget_sets.items()))
     if new_spec is not None:
         if new_spec.spec.pattern.type != record.pattern_type:
-            raise DurableError(f"session {record.session_id}: the new spec is a "
+            raise InvalidInput(f"session {record.session_id}: the new spec is a "
                                f"{new_spec.spec.pattern.type} workflow, the session a "
                                f"{record.pattern_type} one")
         if new_spec.spec_hash != record.spec_hash:
@@ -210,9 +211,9 @@ async def _answer(store: Store, session_id: str, spec: Any, waiting: Mapping[str
         if outcome.verdict == "ok":
             return outcome.status
         if outcome.verdict != "conflict":
-            raise DurableError(f"session {session_id}: could not record the answer to "
-                               f"{job.key} ({outcome.verdict})")
-    raise DurableError(f"session {session_id}: too many concurrent changes; try again")
+            raise AnswerNotRecorded(f"session {session_id}: could not record the answer to "
+                                 f"{job.key} ({outcome.verdict})")
+    raise AnswerNotRecorded(f"session {session_id}: too many concurrent changes; try again")
 
 
 def _with_resumed_event(request: Any) -> Any:

@@ -12,8 +12,7 @@ async def delete_locked(store: Store, session_id: str) -> None:
     """For a caller that holds the session's lock: the session's keys, then its lock's
     fencing counter, which would otherwise outlive it. SessionNotFound if none."""
     await store.delete_session(session_id)
-    await store.redis.delete(store.keys.lock_fence(f"session:{session_id}",
-                                                   store.keys.shard(session_id)))
+    await store.forget_lock(f"session:{session_id}", store.keys.shard(session_id))
 
 
 async def delete_session(store: Store, session_id: str) -> None:

@@ -55,12 +55,9 @@ async def follow_events(store: Store, session_id: str, after: str = "0-0", *,
         for entry in await store.events(session_id, after=after):
             yield entry
         return
-    key = store.keys.events(session_id)
     last = after
     while True:
-        reply = await store.redis.xread({key: last}, count=count, block=block_ms)
-        entries: list[Entry] = [(_s(eid), {_s(k): _s(v) for k, v in fields.items()})
-                                for _, batch in reply for eid, fields in batch]
+        entries: list[Entry] = await store.wait_events(session_id, last, count, block_ms)
         for entry in entries:
             last = entry[0]
             yield entry
@@ -75,6 +72,3 @@ async def follow_events(store: Store, session_id: str, after: str = "0-0", *,
         elif ending and await _ended(store, session_id) and len(entries) < count:
             return  # (a full batch may have more after the ending event: read on)
 
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

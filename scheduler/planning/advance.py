@@ -23,6 +23,7 @@ from strands_durable.models import (
     now_ms,
 )
 from strands_durable.scheduler.patterns import Decision, PlanContext, planner_for
+from strands_durable.scheduler.patterns.base import HITL_AGENT
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
 from strands_durable.scheduler.spec.model import Spec
@@ -156,4 +157,5 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
         result=result, state=state, status=status, reason=reason,
         new_messages=new_messages, next_jobs=runnable, artifacts=artifacts, events=events,
         now_iso=at, now_ms=at_ms, waiting=waiting, timers=timers,
+        answers_human=job.agent == HITL_AGENT,
     )

@@ -29,14 +29,8 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import secrets
 import signal
-import socket
 import time
-
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable import metrics
 from strands_durable.errors import ConfigError, LockLost, LockNotAcquired
@@ -46,20 +40,15 @@ from strands_durable.scheduler.operations.cleanup import cleanup_sessions
 from strands_durable.scheduler.role.watchdog import DurationGuard, StuckWatch
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
-from strands_durable.store.fleet import group_consumers
-from strands_durable.store.locks import Lock
+from strands_durable.store.fleet import process_name
+from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.scheduler")
 
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 LOCK_NAME = "scheduler"
 PROMOTE_BATCH = 100
 EXPIRE_BATCH = 200  # sessions deleted per retention round at most
-
-
-def replica_name() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class SchedulerService:
@@ -67,10 +56,8 @@ class SchedulerService:
                  ) -> None:
         self.settings = settings
         self.store = store
-        self.name = name or replica_name()
-        keys = store.keys
-        self.lock = Lock(store.redis, store.scripts, keys.lock(LOCK_NAME),
-                         keys.lock_fence(LOCK_NAME), ttl_ms=settings.scheduler_lock_ttl_ms)
+        self.name = name or process_name()
+        self.lock = store.new_lock(LOCK_NAME, ttl_ms=settings.scheduler_lock_ttl_ms)
         self.durations = DurationGuard(store)
         self.stuck = StuckWatch(store, settings.stuck_after_s)
         self._lease_until = 0.0  # monotonic time our lock may have lapsed by
@@ -102,7 +89,7 @@ class SchedulerService:
                 self.lock.token = ""
                 self._lease_until = 0.0
                 log.warning("scheduler %s lost the leader lock; standing by", self.name)
-            except REDIS_DOWN as exc:
+            except REDIS_DOWN_IN_LOOP as exc:
                 log.warning("scheduler %s: Redis unavailable (%s)", self.name, exc)
             metrics.SCHEDULER_LEADER.set(1 if self.leading else 0)
             await self._pause(ttl_s / 3)
@@ -136,13 +123,12 @@ class SchedulerService:
         consumers (and those of workers that never beat) once nothing is pending under
         them and they were idle as long. Returns the heartbeats forgotten."""
         retire_ms = int(self.settings.worker_retire_s * 1000)
-        beats = await self.store.redis.hgetall(self.store.keys.workers())
+        beats = await self.store.heartbeats()
         gone = {name for name, raw in beats.items() if _last_seen_ms(raw) < now - retire_ms}
-        if gone:
-            await self.store.redis.hdel(self.store.keys.workers(), *gone)
+        await self.store.forget_heartbeats(sorted(gone))
         # Crashed workers' consumers, once others re-claimed their entries.
         for shard in range(self.store.keys.shards):
-            for name, (pending, idle) in (await group_consumers(self.store, shard)).items():
+            for name, (pending, idle) in (await self.store.group_consumers(shard)).items():
                 if (name not in beats or name in gone) and pending == 0 and idle >= retire_ms:
                     # The script checks again, atomically, before it drops the consumer.
                     await self.store.retire_consumer(name, retire_ms, shards=(shard,))
@@ -171,7 +157,7 @@ class SchedulerService:
                 try:
                     await self.expire_sessions(now_ms())
                     self.expiry_rounds += 1
-                except REDIS_DOWN as exc:
+                except REDIS_DOWN_IN_LOOP as exc:
                     log.warning("scheduler: retention: Redis unavailable (%s)", exc)
                 except Exception:
                     log.exception("scheduler: retention round failed")
@@ -200,7 +186,7 @@ class SchedulerService:
                 if self.leading:
                     try:
                         await self.tick()
-                    except REDIS_DOWN as exc:
+                    except REDIS_DOWN_IN_LOOP as exc:
                         log.warning("scheduler: Redis unavailable (%s)", exc)
                     except Exception:
                         log.exception("scheduler: round failed")
@@ -212,7 +198,7 @@ class SchedulerService:
             leader.cancel()
             expiry.cancel()
             await asyncio.gather(leader, expiry, return_exceptions=True)
-            with contextlib.suppress(*REDIS_DOWN):
+            with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
                 await self.lock.release()  # a standby takes over without waiting the TTL
             self._lease_until = 0.0
             metrics.SCHEDULER_LEADER.set(0)
@@ -245,7 +231,7 @@ async def run_scheduler(settings: DurableSettings, metrics_port: int | None = No
                                               settings.redis_timeouts)
                   if port else None)
     except OSError as exc:
-        await store.redis.aclose()
+        await store.close()
         raise ConfigError(f"metrics port {port} on {settings.metrics_host}: "
                           f"{exc.strerror or exc}; "
                           f"set DURABLE_METRICS_PORT (or --metrics-port) to a free port, or 0, "
@@ -260,4 +246,4 @@ async def run_scheduler(settings: DurableSettings, metrics_port: int | None = No
     finally:
         if server is not None:
             server.close()
-        await store.redis.aclose()
+        await store.close()

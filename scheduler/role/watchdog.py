@@ -11,16 +11,13 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from redis.exceptions import WatchError
 
 from strands_durable.errors import LockNotAcquired
 from strands_durable.models import Event, EventType, SessionStatus, now_iso
 from strands_durable.scheduler.operations.control import session_lock
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
-from strands_durable.store.store import Store
+from strands_durable.store.store import RunningFields, Store
 
 log = logging.getLogger("durable.scheduler")
 
@@ -69,6 +66,14 @@ class _Running:
     spec_digest: str
     overrides: dict[str, int]
 
+    @classmethod
+    def of(cls, fields: RunningFields) -> _Running:
+        try:
+            parsed = {k: int(v) for k, v in json.loads(fields.budget_overrides or "{}").items()}
+        except (ValueError, AttributeError, TypeError):
+            parsed = {}
+        return cls(fields.session_id, fields.started_ms, fields.spec_digest, parsed)
+
 
 class DurationGuard:
     """Pauses running sessions past their max_duration_s, as a commit would."""
@@ -82,9 +87,7 @@ class DurationGuard:
         for shard in range(self.store.keys.shards):
             start = 0
             while True:
-                sids = await self.store.redis.zrange(
-                    self.store.keys.index_status(shard, SessionStatus.RUNNING),
-                    start, start + PAGE - 1)
+                sids = await self.store.index_page(shard, SessionStatus.RUNNING, start, PAGE)
                 if not sids:
                     break
                 for running in await self._read(sids):
@@ -96,21 +99,8 @@ class DurationGuard:
         return paused
 
     async def _read(self, sids: Sequence[str]) -> list[_Running]:
-        async with self.store.redis.pipeline(transaction=False) as pipe:
-            for sid in sids:
-                pipe.hmget(self.store.keys.meta(sid), ["started_ms", "spec_digest",
-                                                       "budget_overrides"])
-            rows = await pipe.execute()
-        found = []
-        for sid, (started, digest, overrides) in zip(sids, rows, strict=True):
-            if started is None:
-                continue  # deleted since the index read
-            try:
-                parsed = {k: int(v) for k, v in json.loads(overrides or "{}").items()}
-            except (ValueError, AttributeError, TypeError):
-                parsed = {}
-            found.append(_Running(sid, int(started), digest or "", parsed))
-        return found
+        # Sessions deleted since the index read are left out.
+        return [_Running.of(fields) for fields in await self.store.running_fields(sids)]
 
     async def _limit(self, running: _Running) -> int | None:
         if "max_duration_s" in running.overrides:
@@ -161,10 +151,9 @@ class StuckWatch:
         """(sessions stuck now, newly flagged)."""
         stuck: list[tuple[str, float]] = []
         for shard in range(self.store.keys.shards):
-            candidates = await self.store.redis.zrangebyscore(
-                self.store.keys.index_status(shard, SessionStatus.RUNNING), "-inf",
-                now_ms - self.stuck_after_ms, start=0, num=MAX_STUCK_CANDIDATES,
-                withscores=True)
+            candidates = await self.store.index_until(
+                shard, SessionStatus.RUNNING, now_ms - self.stuck_after_ms,
+                MAX_STUCK_CANDIDATES)
             if not candidates:
                 continue
             busy = await self._busy(shard)
@@ -172,7 +161,7 @@ class StuckWatch:
                 log.info("shard %d: backlog too long to tell stuck sessions from queued "
                          "ones; skipped this check", shard)
                 continue
-            stuck += stuck_among(((_s(sid), score) for sid, score in candidates), busy)
+            stuck += stuck_among(candidates, busy)
         flagged = 0
         for sid, score in stuck:
             flagged += await self._flag(sid, score, now_ms)
@@ -182,17 +171,16 @@ class StuckWatch:
         """Sessions with a timer or a stream entry (queued or in flight) on `shard`, or
         None past MAX_SCAN. Timers first: a timer promoted meanwhile moves to the
         stream's end, which the stream scan has yet to reach."""
-        keys, redis = self.store.keys, self.store.redis
-        timers = await redis.zrange(keys.timers(shard), 0, MAX_SCAN)
+        timers = await self.store.timer_jobs(shard, MAX_SCAN)
         if len(timers) > MAX_SCAN:
             return None
-        busy = {session_of(_s(job)) for job in timers}
+        busy = {session_of(job) for job in timers}
         start, seen = "-", 0
         while True:
-            entries = await redis.xrange(keys.stream(shard), start, "+", count=SCAN_PAGE)
+            entries = await self.store.stream_page(shard, start, SCAN_PAGE)
             for entry_id, fields in entries:
-                busy.add(_s(_field(fields, "sid")))
-                start = f"({_s(entry_id)}"
+                busy.add(fields.get("sid", ""))
+                start = f"({entry_id}"
             seen += len(entries)
             if len(entries) < SCAN_PAGE:
                 return busy
@@ -201,35 +189,11 @@ class StuckWatch:
 
     async def _flag(self, sid: str, score: float, now_ms: int) -> int:
         """One `session_stuck` event per episode: none if it is the last event already;
-        none if the session moved (a commit or control writes its meta) meanwhile."""
-        keys = self.store.keys
-        last = await self.store.redis.xrevrange(keys.events(sid), "+", "-", count=1)
-        if last and _s(_field(last[0][1], "type")) == STUCK_EVENT:
-            return 0
-        index = keys.index_status(keys.shard(sid), SessionStatus.RUNNING)
-        try:
-            async with self.store.redis.pipeline(transaction=True) as pipe:
-                # Whatever moves the session writes its meta hash (the index is shared).
-                await pipe.watch(keys.meta(sid))
-                status = await pipe.hget(keys.meta(sid), "status")
-                now_score = await pipe.zscore(index, sid)
-                if _s(status or "") != SessionStatus.RUNNING.value or now_score != score:
-                    return 0
-                pipe.multi()
-                event = Event(STUCK_EVENT, worker=SCHEDULER, at=now_iso(),
-                              detail=stuck_detail((now_ms - score) / 1000))
-                pipe.xadd(keys.events(sid), event.to_fields(),  # type: ignore[arg-type]
-                          maxlen=self.store.events_max, approximate=True)
-                await pipe.execute()
-        except WatchError:
+        none if the session moved (a commit or control writes its meta and touches its
+        index score) meanwhile. The checks and the write are one script."""
+        event = Event(STUCK_EVENT, worker=SCHEDULER, at=now_iso(),
+                      detail=stuck_detail((now_ms - score) / 1000))
+        if not await self.store.flag_stuck(sid, score, event):
             return 0
         log.warning("session %s: %s", sid, stuck_detail((now_ms - score) / 1000))
         return 1
-
-
-def _field(fields: Any, name: str) -> Any:
-    return fields.get(name) if name in fields else fields.get(name.encode(), "")
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -9,7 +9,8 @@
 --       strings), 18 lane, 19 next jobs (JSON array of job JSON strings),
 --       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON,
 --       23 steps waiting for a human (JSON array), 24 timers (JSON array of [due ms, job]),
---       25 events max
+--       25 events max, 26 answers a human ('1': a human's answer, or its default after
+--       the timeout, which resumes a session paused waiting for it; else '0')
 -- An empty entry id commits a step no stream entry carried (a human's answer): the
 -- version check is then the whole fence.
 local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
@@ -52,7 +53,7 @@ local decided = ARGV[9]
 local jobs = cjson.decode(ARGV[19])
 -- An answer to a human-in-the-loop step (given, or its default after the timeout)
 -- resumes the paused session: release what was held back.
-if ARGV[13] == 'hitl' and status == 'paused' and decided ~= 'paused' then
+if ARGV[26] == '1' and status == 'paused' and decided ~= 'paused' then
   for _, job in ipairs(redis.call('LRANGE', KEYS[10], 0, -1)) do jobs[#jobs + 1] = job end
   redis.call('DEL', KEYS[10])
   redis.call('HSET', meta, 'paused_reason', '')

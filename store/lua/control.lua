@@ -1,6 +1,7 @@
 -- Operator transitions (seed 003): pause, resume, cancel. Atomic with every commit,
 -- so a step finishing meanwhile either sees the old status or the new one, never half.
--- KEYS: 1 meta, 2 events, 3 stream, 4 held, 5 failed jobs, then the six index keys.
+-- KEYS: 1 meta, 2 events, 3 stream, 4 held, 5 failed jobs, 6 the spec-hash index of the
+--       spec a resume sets (`run --auto-resume` finds it there), then the six index keys.
 -- ARGV: 1 sid, 2 action, 3 now iso, 4 now ms, 5 reason, 6 events (JSON array),
 --       7 meta fields to set on resume (JSON object; may be '{}'), 8 events max
 local meta, sid, action = KEYS[1], ARGV[1], ARGV[2]
@@ -28,6 +29,7 @@ elseif action == 'resume' then
   end
   local sets = cjson.decode(ARGV[7])
   for k, v in pairs(sets) do redis.call('HSET', meta, k, tostring(v)) end
+  if sets['spec_hash'] then redis.call('ZADD', KEYS[6], now_ms, sid) end
   -- Paused time does not count against max_duration_s.
   local paused_at = tonumber(redis.call('HGET', meta, 'paused_at_ms') or '')
   if paused_at then

@@ -1,6 +1,6 @@
 -- Delete a session and every key it owns.
--- KEYS: 1 meta, 2 conversation set, 3 idempotency key (or dummy), then the session's
---       other keys, then the six index keys.
+-- KEYS: 1 meta, 2 conversation set, 3 idempotency key (or dummy), 4 the spec-hash
+--       index, then the session's other keys, then the six index keys.
 -- ARGV: 1 sid, 2 conversation key prefix, 3 number of "other" keys
 local sid = ARGV[1]
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -12,7 +12,8 @@ end
 local idx = index_keys()
 for _, s in ipairs(STATUSES) do redis.call('ZREM', idx[s], sid) end
 redis.call('ZREM', idx.all, sid)
+redis.call('ZREM', KEYS[4], sid)
 local n = tonumber(ARGV[3])
-for i = 4, 3 + n do redis.call('DEL', KEYS[i]) end
+for i = 5, 4 + n do redis.call('DEL', KEYS[i]) end
 redis.call('DEL', KEYS[1], KEYS[2])
 return 1

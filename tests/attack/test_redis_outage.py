@@ -23,8 +23,6 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, durable_bin
 from helpers import REPO, RedisServer, free_port, random_prefix, start_redis, wait_for
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
@@ -32,14 +30,14 @@ from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
-from strands_durable.store.outage import RedisOutage, outage_client_kwargs
+from strands_durable.store.outage import REDIS_DOWN_IN_LOOP, RedisOutage, outage_client_kwargs
 from strands_durable.store.scripts import script_source
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.e2e
 
-REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+REDIS_DOWN = REDIS_DOWN_IN_LOOP
 SESSIONS = 20
 STEPS = 4
 DOWN_S = 2.0  # how long Redis stays down: the point of the test, not a wait

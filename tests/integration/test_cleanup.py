@@ -107,7 +107,7 @@ async def test_cleanup_by_age_and_status(store: Store, consumer: StepConsumer,
 
 async def test_bad_ages_are_refused(store: Store) -> None:
     for bad in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(DurableError, match=r"--max-age-days .*must be a number of days"):
+        with pytest.raises(DurableError, match=r"max age \(days\) .*must be a number of days"):
             await cleanup_sessions(store, max_age_days=bad)
 
 

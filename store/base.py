@@ -1,0 +1,26 @@
+"""What every part of the Store shares: the client, the key layout, the scripts."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from strands_durable.store.keys import Keys
+from strands_durable.store.records import DEFAULT_EVENTS_MAX
+from strands_durable.store.script_library import IndexKeys
+from strands_durable.store.scripts import Scripts
+
+# A worker beats every DURABLE_HEARTBEAT_S by default (settings.heartbeat_s).
+DEFAULT_HEARTBEAT_S = 5.0
+
+
+class StoreBase:
+    def __init__(self, redis: Redis, keys: Keys, events_max: int = DEFAULT_EVENTS_MAX,
+                 heartbeat_s: float = DEFAULT_HEARTBEAT_S) -> None:
+        self.redis = redis  # the store's own: nothing outside store/ talks to Redis
+        self.keys = keys
+        self.events_max = events_max
+        self.heartbeat_s = heartbeat_s  # workers' heartbeat period: who counts as alive
+        self.scripts = Scripts.register(redis)
+
+    def _index(self, shard: int) -> IndexKeys:
+        return IndexKeys.of(self.keys, shard)

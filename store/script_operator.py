@@ -1,0 +1,184 @@
+"""The scripts of operators (control, requeue, fork, delete), locks and the fleet's
+upkeep (retiring consumers, flagging stuck sessions), with their KEYS/ARGV contracts
+(fields in order; an `index` field is the six status index keys, always last)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from strands_durable.store.script_library import IndexKeys, ScriptLibrary
+from strands_durable.store.script_step import StreamKeys
+
+
+# -- control.lua --------------------------------------------------------------------
+@dataclass(frozen=True)
+class ControlKeys:
+    meta: str
+    events: str
+    stream: str
+    held: str
+    failed_jobs: str
+    spec_index: str  # of the spec hash a resume sets (a key never written if none)
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class ControlArgs:
+    session_id: str
+    action: str  # pause | resume | cancel
+    now_iso: str
+    now_ms: int
+    reason: str
+    events: str  # JSON array of event field maps
+    sets: str  # meta fields a resume sets, JSON object ('{}' for none)
+    events_max: int
+
+
+# -- requeue.lua --------------------------------------------------------------------
+@dataclass(frozen=True)
+class RequeueKeys:
+    meta: str
+    events: str
+    stream: str
+    failed_jobs: str
+    held: str
+    results: str
+    dead: str
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class RequeueArgs:
+    session_id: str
+    steps: str  # JSON array of [step, failed job JSON as read, job JSON to enqueue]
+    dead_ids: str  # dead-letter entry ids to drop, JSON array
+    now_iso: str
+    now_ms: int
+    events: str  # the steps' events, JSON array
+    resumed_events: str  # written if the session resumes, JSON array
+    events_max: int
+
+
+# -- fork.lua -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ForkKeys:
+    meta: str
+    results: str
+    order: str
+    events: str
+    stream: str
+    conversations: str
+    checkpoints: str
+    held: str
+    timers: str
+    spec_index: str
+    lanes: tuple[str, ...]  # one conversation key per lane, in ForkArgs.lanes' order
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class ForkArgs:
+    session_id: str
+    fields: str  # meta hash fields, JSON object
+    results: str  # JSON array of [step, result JSON]
+    checkpoints: str  # JSON array of checkpoint JSON texts
+    lanes: str  # JSON array of [lane, [message JSON, ...]]
+    jobs: str  # JSON array of job JSON texts
+    events: str
+    status: str
+    now_ms: int
+    timers: str  # JSON array of [due ms, job JSON]
+    events_max: int
+
+
+# -- delete.lua ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeleteKeys:
+    meta: str
+    conversations: str
+    idempotency: str  # the idempotency key's record (or a dummy)
+    spec_index: str  # the spec-hash index it is in (or a dummy)
+    others: tuple[str, ...]  # the session's other keys
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class DeleteArgs:
+    session_id: str
+    conversation_prefix: str
+    others_count: int
+
+
+# -- lock_release.lua, lock_extend.lua ------------------------------------------------
+@dataclass(frozen=True)
+class LockKeys:
+    lock: str
+
+
+@dataclass(frozen=True)
+class LockReleaseArgs:
+    token: str
+
+
+@dataclass(frozen=True)
+class LockExtendArgs:
+    token: str
+    ttl_ms: int
+
+
+# -- retire_consumer.lua ------------------------------------------------------------
+@dataclass(frozen=True)
+class RetireConsumerArgs:
+    group: str
+    consumer: str
+    min_idle_ms: int  # 0: any
+
+
+# -- flag_stuck.lua -----------------------------------------------------------------
+@dataclass(frozen=True)
+class FlagStuckKeys:
+    meta: str
+    running_index: str
+    events: str
+
+
+@dataclass(frozen=True)
+class FlagStuckArgs:
+    session_id: str
+    score: str  # the running index's score when the session was found stuck
+    event_type: str  # no second flag while this is the last event
+    events: str  # JSON array of event field maps
+    events_max: int
+
+
+class OperatorScripts(ScriptLibrary):
+    async def control(self, *, keys: ControlKeys, args: ControlArgs) -> list[Any]:
+        """['ok', status] | ['invalid', status] | ['nothing', error] | ['gone']."""
+        return list(await self._call("control", keys, args))
+
+    async def requeue(self, *, keys: RequeueKeys, args: RequeueArgs) -> list[Any]:
+        return list(await self._call("requeue", keys, args))
+
+    async def fork(self, *, keys: ForkKeys, args: ForkArgs) -> list[Any]:
+        """['created'] | ['exists']."""
+        return list(await self._call("fork", keys, args))
+
+    async def delete(self, *, keys: DeleteKeys, args: DeleteArgs) -> int:
+        """1 when deleted, 0 when there was no such session."""
+        return int(await self._call("delete", keys, args) or 0)
+
+    async def lock_release(self, *, keys: LockKeys, args: LockReleaseArgs) -> int:
+        return int(await self._call("lock_release", keys, args) or 0)
+
+    async def lock_extend(self, *, keys: LockKeys, args: LockExtendArgs) -> int:
+        return int(await self._call("lock_extend", keys, args) or 0)
+
+    async def retire_consumer(self, *, keys: StreamKeys, args: RetireConsumerArgs) -> int:
+        return int(await self._call("retire_consumer", keys, args) or 0)
+
+    async def flag_stuck(self, *, keys: FlagStuckKeys, args: FlagStuckArgs) -> str:
+        """'flagged' | 'already' (the last event flags it) | 'moved' (not running, or
+        touched since it was found)."""
+        reply = await self._call("flag_stuck", keys, args)
+        return reply.decode() if isinstance(reply, bytes) else str(reply)

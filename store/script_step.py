@@ -1,0 +1,246 @@
+"""The step path's scripts and their KEYS/ARGV contracts (fields in order; an
+`index` field is the six status index keys, always last among KEYS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from strands_durable.store.script_library import IndexKeys, ScriptLibrary
+
+
+# -- create.lua ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class CreateKeys:
+    meta: str
+    idempotency: str  # the idempotency key's record (a dummy in the same slot if none)
+    events: str
+    stream: str
+    held: str
+    timers: str
+    spec_index: str  # `run --auto-resume` finds the latest session of a spec here
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class CreateArgs:
+    session_id: str
+    fields: str  # meta hash fields, JSON object
+    jobs: str  # JSON array of job JSON texts
+    events: str  # JSON array of event field maps
+    idempotency_key: str  # '' for none
+    now_ms: int
+    status: str
+    timers: str  # JSON array of [due ms, job JSON]
+    request_digest: str
+    events_max: int
+
+
+# -- gate.lua -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class GateKeys:
+    meta: str
+    stream: str
+    held: str
+    results: str
+    order: str
+    events: str
+
+
+@dataclass(frozen=True)
+class GateArgs:
+    group: str
+    consumer: str
+    entry_id: str
+    step: str
+    job: str  # job JSON
+    known_results: int  # results the caller has already
+    started: str  # the step_started event, JSON array of one field map
+    wanted: str  # meta fields to return, JSON array
+    kind: str  # the job's kind (a HITL timeout must get through a paused session)
+    events_max: int
+
+
+# -- commit.lua ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class CommitKeys:
+    meta: str
+    results: str
+    order: str
+    events: str
+    stream: str
+    conversation: str  # the lane's conversation list
+    conversations: str  # the set of the session's lanes
+    artifacts: str
+    checkpoints: str
+    held: str
+    timers: str
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class CommitArgs:
+    session_id: str
+    step: str
+    entry_id: str  # '' for a step no stream entry carried (a human's answer)
+    group: str
+    consumer: str
+    expected_version: int
+    result: str  # result JSON
+    state: str  # new pattern state JSON
+    status: str  # the status the planner decided
+    reason: str  # error or pause reason
+    input_tokens: int
+    output_tokens: int
+    agent: str  # whose token count (`tok:<agent>`) grows
+    now_iso: str
+    now_ms: int
+    conversation_mode: str  # none | append | replace
+    messages: str  # JSON array of message JSON texts
+    lane: str
+    next_jobs: str  # JSON array of job JSON texts
+    artifacts: str  # JSON object
+    events: str  # JSON array of event field maps
+    checkpoint: str  # checkpoint JSON (the script appends the lane's length)
+    waiting: str  # steps waiting for a human, JSON array
+    timers: str  # JSON array of [due ms, job JSON]
+    events_max: int
+    answers_human: int  # 1: a human's answer, which resumes a session paused for it
+
+
+# -- fail_step.lua ------------------------------------------------------------------
+@dataclass(frozen=True)
+class FailStepKeys:
+    meta: str
+    events: str
+    stream: str
+    timers: str
+    failed_jobs: str
+    results: str
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class FailStepArgs:
+    session_id: str
+    step: str
+    entry_id: str
+    group: str
+    consumer: str
+    mode: str  # retry | fail
+    due_ms: int
+    retry_job: str  # job JSON of the next attempt
+    job: str  # this attempt's job JSON
+    error: str
+    now_iso: str
+    now_ms: int
+    events: str  # JSON array of event field maps
+    events_max: int
+
+
+# -- dead_letter.lua ----------------------------------------------------------------
+@dataclass(frozen=True)
+class DeadLetterKeys:
+    meta: str
+    events: str
+    stream: str
+    dead: str
+    failed_jobs: str
+    results: str
+    index: IndexKeys
+
+
+@dataclass(frozen=True)
+class DeadLetterArgs:
+    session_id: str
+    step: str
+    entry_id: str
+    group: str
+    consumer: str
+    job: str
+    deliveries: int
+    error: str
+    now_iso: str
+    now_ms: int
+    events: str
+    events_max: int
+
+
+# -- one stream: renew.lua, release.lua, promote_timers.lua, claim_session.lua ---------
+@dataclass(frozen=True)
+class StreamKeys:
+    stream: str
+
+
+@dataclass(frozen=True)
+class RenewArgs:
+    group: str
+    consumer: str
+    entry_id: str
+
+
+@dataclass(frozen=True)
+class ReleaseArgs:
+    group: str
+    consumer: str
+    idle_ms: int  # the idle time to set, so the next XAUTOCLAIM takes them at once
+    entry_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PromoteTimersKeys:
+    timers: str
+    stream: str
+
+
+@dataclass(frozen=True)
+class PromoteTimersArgs:
+    now_ms: int
+    limit: int
+    only_session: str  # '' for every session's timers
+
+
+@dataclass(frozen=True)
+class ClaimSessionArgs:
+    group: str
+    consumer: str
+    session_id: str
+    mode: str  # new | idle
+    cursor: str
+    count: int
+    scan: int  # entries looked at, at most
+    min_idle_ms: int
+
+
+class StepScripts(ScriptLibrary):
+    async def create(self, *, keys: CreateKeys, args: CreateArgs) -> list[Any]:
+        """['created' | 'exists' | 'conflict', session id]."""
+        return list(await self._call("create", keys, args))
+
+    async def gate(self, *, keys: GateKeys, args: GateArgs) -> list[Any]:
+        """['run', wanted values, _, new results] or [verdict]."""
+        return list(await self._call("gate", keys, args))
+
+    async def commit(self, *, keys: CommitKeys, args: CommitArgs) -> list[Any]:
+        """['ok', version, status] | ['conflict', version] | [verdict]."""
+        return list(await self._call("commit", keys, args))
+
+    async def fail_step(self, *, keys: FailStepKeys, args: FailStepArgs) -> list[Any]:
+        return list(await self._call("fail_step", keys, args))
+
+    async def dead_letter(self, *, keys: DeadLetterKeys, args: DeadLetterArgs) -> list[Any]:
+        return list(await self._call("dead_letter", keys, args))
+
+    async def renew(self, *, keys: StreamKeys, args: RenewArgs) -> int:
+        return int(await self._call("renew", keys, args) or 0)
+
+    async def release(self, *, keys: StreamKeys, args: ReleaseArgs) -> int:
+        return int(await self._call("release", keys, args) or 0)
+
+    async def promote_timers(self, *, keys: PromoteTimersKeys, args: PromoteTimersArgs
+                             ) -> int:
+        return int(await self._call("promote_timers", keys, args) or 0)
+
+    async def claim_session(self, *, keys: StreamKeys, args: ClaimSessionArgs) -> list[Any]:
+        """[next cursor, [[entry id, flat fields], ...], at end 0/1]."""
+        return list(await self._call("claim_session", keys, args))

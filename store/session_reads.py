@@ -1,0 +1,142 @@
+"""Reads of one session's state: its meta hash, results, events, conversation,
+artifacts, checkpoints and failed jobs, decoded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from strands_durable.errors import SessionNotFound
+from strands_durable.models import SessionStatus, StepResult
+from strands_durable.store.base import StoreBase
+from strands_durable.store.codec import as_entries, as_str, as_str_map
+from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
+
+
+class SessionReads(StoreBase):
+    async def plan_fields(self, session_id: str) -> dict[str, str]:
+        """The meta fields a commit is planned from (what the gate script returns)."""
+        values = await self.redis.hmget(self.keys.meta(session_id), list(GATE_FIELDS))
+        return {k: as_str(v) for k, v in zip(GATE_FIELDS, values, strict=True)}
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        h = await self.redis.hgetall(self.keys.meta(session_id))
+        if not h or "status" not in h:
+            raise SessionNotFound(session_id)
+        return SessionRecord.from_hash(session_id, as_str_map(h))
+
+    async def exists(self, session_id: str) -> bool:
+        return bool(await self.redis.exists(self.keys.meta(session_id)))
+
+    async def spec_json(self, session_id: str) -> str:
+        value = await self.redis.hget(self.keys.meta(session_id), "spec_json")
+        if value is None:
+            raise SessionNotFound(session_id)
+        return as_str(value)
+
+    async def results(self, session_id: str, start: int = 0) -> list[StepResult]:
+        keys = [as_str(x) for x in await self.redis.lrange(self.keys.order(session_id), start, -1)]
+        if not keys:
+            return []
+        values = await self.redis.hmget(self.keys.results(session_id), keys)
+        return [StepResult.from_json(v) for v in values if v is not None]
+
+    async def events(self, session_id: str, after: str = "-", count: int | None = None
+                     ) -> list[StreamEntry]:
+        start = after if after == "-" else f"({after}"
+        entries = await self.redis.xrange(self.keys.events(session_id), start, "+", count=count)
+        return as_entries(entries)
+
+    async def wait_events(self, session_id: str, after: str, count: int, block_ms: int
+                          ) -> list[StreamEntry]:
+        """Events after `after`, waiting up to `block_ms` for one (XREAD BLOCK)."""
+        reply = await self.redis.xread({self.keys.events(session_id): after}, count=count,
+                                       block=block_ms)
+        return [entry for _, batch in reply or [] for entry in as_entries(batch)]
+
+    async def conversation(self, session_id: str, lane: str, window: int) -> list[dict[str, Any]]:
+        if window <= 0:
+            return []
+        raw = await self.redis.lrange(self.keys.conversation(session_id, lane), -window, -1)
+        messages = [json.loads(m) for m in raw]
+        # A restored history must open with a user turn: drop a dangling assistant head.
+        while messages and messages[0].get("role") != "user":
+            messages.pop(0)
+        return messages
+
+    async def failed_steps(self, session_id: str) -> list[str]:
+        """Keys of the steps that failed past their retries and await a resume."""
+        return [as_str(k) for k in await self.redis.hkeys(self.keys.failed_jobs(session_id))]
+
+    async def artifacts(self, session_id: str) -> dict[str, str]:
+        return as_str_map(await self.redis.hgetall(self.keys.artifacts(session_id)))
+
+    async def checkpoints(self, session_id: str) -> list[dict[str, Any]]:
+        raw = await self.redis.lrange(self.keys.checkpoints(session_id), 0, -1)
+        return [{"n": i + 1, **json.loads(r)} for i, r in enumerate(raw)]
+
+    async def list_sessions(self, status: SessionStatus | None = None, limit: int = 100,
+                            ) -> list[SessionRecord]:
+        """Most recently updated first, merged across shards."""
+        scored: list[tuple[float, str]] = []
+        for shard in range(self.keys.shards):
+            key = (self.keys.index_status(shard, status) if status
+                   else self.keys.index_all(shard))
+            for sid, score in await self.redis.zrevrange(key, 0, limit - 1, withscores=True):
+                scored.append((score, as_str(sid)))
+        scored.sort(reverse=True)
+        records = []
+        for _, sid in scored[:limit]:
+            try:
+                records.append(await self.get_session(sid))
+            except SessionNotFound:
+                continue  # deleted between the index read and now
+        return records
+
+    # -- what requeue and fork read (scheduler/operations/{requeue,checkpoints}.py) -----
+    async def failed_jobs(self, session_id: str) -> dict[str, str]:
+        """Step key -> the job JSON of each step that failed for good (or dead-lettered)."""
+        return as_str_map(await self.redis.hgetall(self.keys.failed_jobs(session_id)))
+
+    async def dead_letters(self, shard: int) -> list[StreamEntry]:
+        return as_entries(await self.redis.xrange(self.keys.dead(shard), "-", "+"))
+
+    async def committed_steps(self, session_id: str, steps: Sequence[str]) -> set[str]:
+        if not steps:
+            return set()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for step in steps:
+                pipe.hexists(self.keys.results(session_id), step)
+            found = await pipe.execute()
+        return {step for step, hit in zip(steps, found, strict=True) if hit}
+
+    async def step_order(self, session_id: str, count: int) -> list[str]:
+        """The first `count` committed step keys, in commit order."""
+        if count <= 0:
+            return []
+        return [as_str(x) for x in
+                await self.redis.lrange(self.keys.order(session_id), 0, count - 1)]
+
+    async def results_of(self, session_id: str, steps: Sequence[str]) -> list[StepResult]:
+        if not steps:
+            return []
+        values = await self.redis.hmget(self.keys.results(session_id), list(steps))
+        return [StepResult.from_json(v) for v in values if v is not None]
+
+    async def checkpoint_texts(self, session_id: str, count: int) -> list[str]:
+        """The first `count` checkpoints as stored (JSON text)."""
+        if count <= 0:
+            return []
+        return [as_str(x) for x in
+                await self.redis.lrange(self.keys.checkpoints(session_id), 0, count - 1)]
+
+    async def checkpoint_count(self, session_id: str) -> int:
+        return int(await self.redis.llen(self.keys.checkpoints(session_id)))
+
+    async def conversation_head(self, session_id: str, lane: str, length: int) -> list[str]:
+        """The first `length` messages of a lane, as stored (JSON text)."""
+        if length <= 0:
+            return []
+        return [as_str(x) for x in
+                await self.redis.lrange(self.keys.conversation(session_id, lane), 0, length - 1)]

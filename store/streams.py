@@ -1,0 +1,69 @@
+"""Reading the step streams: what a worker's consumer takes from its group (new
+entries, idle ones to take over) and what `durable run` claims of its own session."""
+
+from __future__ import annotations
+
+from strands_durable.store.base import StoreBase
+from strands_durable.store.codec import as_str, as_str_map
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.records import AutoClaimed, ClaimedEntries, StreamEntry
+from strands_durable.store.script_step import ClaimSessionArgs, StreamKeys
+
+
+class StreamReads(StoreBase):
+    async def read_new(self, shard: int, consumer: str, count: int, block_ms: int
+                       ) -> list[StreamEntry]:
+        """Entries of the shard's stream nobody was handed yet, now pending under
+        `consumer` (XREADGROUP >); [] when `block_ms` passed with none."""
+        reply = await self.redis.xreadgroup(CONSUMER_GROUP, consumer,
+                                            {self.keys.stream(shard): ">"}, count=count,
+                                            block=block_ms)
+        return [(as_str(eid), as_str_map(fields))
+                for _stream, entries in reply or [] for eid, fields in entries]
+
+    async def claim_idle(self, shard: int, consumer: str, min_idle_ms: int, cursor: str,
+                         count: int) -> AutoClaimed:
+        """Take over entries pending under anyone for `min_idle_ms` (XAUTOCLAIM)."""
+        next_cursor, entries, *_ = await self.redis.xautoclaim(
+            self.keys.stream(shard), CONSUMER_GROUP, consumer, min_idle_ms, cursor,
+            count=count)
+        return AutoClaimed(as_str(next_cursor),
+                           [(as_str(eid), as_str_map(f) if f is not None else None)
+                            for eid, f in entries])
+
+    async def deliveries(self, shard: int, entry_id: str) -> int | None:
+        """How many times the group delivered a pending entry (None: not pending)."""
+        pending = await self.redis.xpending_range(self.keys.stream(shard), CONSUMER_GROUP,
+                                                  min=entry_id, max=entry_id, count=1)
+        return int(pending[0]["times_delivered"]) if pending else None
+
+    async def wait_for_entries(self, shard: int, after: str, block_ms: int) -> bool:
+        """Block until the shard's stream has an entry after `after` (a plain read: it
+        takes nothing from the group); False when `block_ms` passed first."""
+        reply = await self.redis.xread({self.keys.stream(shard): after}, count=1,
+                                       block=block_ms)
+        return bool(reply)
+
+    # -- one session's entries (`durable run`, worker/embedded.py) -------------------------
+    async def claim_new_entries(self, session_id: str, consumer: str, after: str, count: int,
+                                scan: int = 500) -> ClaimedEntries:
+        """Entries of `session_id` after `after` that nobody was handed yet, made pending
+        under `consumer` (up to `count`; at most `scan` entries looked at)."""
+        return await self._claim(session_id, consumer, "new", after, count, scan, 0)
+
+    async def claim_idle_entries(self, session_id: str, consumer: str, cursor: str,
+                                 count: int, min_idle_ms: int, scan: int = 100
+                                 ) -> ClaimedEntries:
+        """Entries of `session_id` pending under another consumer, idle `min_idle_ms`."""
+        return await self._claim(session_id, consumer, "idle", cursor, count, scan, min_idle_ms)
+
+    async def _claim(self, session_id: str, consumer: str, mode: str, cursor: str, count: int,
+                     scan: int, min_idle_ms: int) -> ClaimedEntries:
+        res = await self.scripts.claim_session(
+            keys=StreamKeys(self.keys.stream(self.keys.shard(session_id))),
+            args=ClaimSessionArgs(group=CONSUMER_GROUP, consumer=consumer,
+                                  session_id=session_id, mode=mode, cursor=cursor,
+                                  count=max(1, count), scan=scan, min_idle_ms=min_idle_ms))
+        entries = [(as_str(e[0]), {as_str(e[1][i]): as_str(e[1][i + 1])
+                                   for i in range(0, len(e[1]), 2)}) for e in res[1]]
+        return ClaimedEntries(as_str(res[0]), entries, bool(int(res[2])))

@@ -1,0 +1,96 @@
+"""The store is the only code that talks to Redis (issue 11): no module outside store/
+touches a client (`.redis` of a Store, or anything's) or imports redis-py beyond its
+exceptions; and every Lua script is called through the typed library."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from strands_durable.store import script_operator, script_step
+from strands_durable.store.script_library import NAMES, IndexKeys, flatten, script_source
+from strands_durable.store.scripts import Scripts
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTSIDE_STORE = ("core", "scheduler", "worker", "api")
+ALLOWED_REDIS_MODULES = {"redis.exceptions"}  # catching its errors is fine
+
+
+def modules() -> list[Path]:
+    return sorted(p for folder in OUTSIDE_STORE for p in (ROOT / folder).rglob("*.py"))
+
+
+def redis_uses(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "redis":
+            found.append(f"line {node.lineno}: .redis")
+        elif isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names
+                      if a.name.split(".")[0] == "redis" and a.name not in ALLOWED_REDIS_MODULES]
+        elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+              and node.module.split(".")[0] == "redis"
+              and node.module not in ALLOWED_REDIS_MODULES):
+            found.append(f"line {node.lineno}: from {node.module} import ...")
+    return found
+
+
+def test_the_modules_outside_the_store_are_found() -> None:
+    names = {p.relative_to(ROOT).as_posix() for p in modules()}
+    assert {"worker/consumer.py", "scheduler/role/watchdog.py", "api/listing.py",
+            "core/metrics.py"} <= names
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_only_the_store_talks_to_redis(path: Path) -> None:
+    assert redis_uses(path) == []
+
+
+def test_the_check_catches_a_raw_call_and_an_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from redis.asyncio import Redis\nimport redis.exceptions\n"
+                   "async def f(store):\n    await store.redis.hget('k', 'f')\n")
+    assert redis_uses(bad) == ["line 1: from redis.asyncio import ...", "line 4: .redis"]
+
+
+def contracts() -> dict[str, tuple[type, type]]:
+    """Script name -> its (KEYS, ARGV) contract, from the typed methods' annotations."""
+    found = {}
+    for name in NAMES:
+        hints = getattr(Scripts, name).__annotations__
+        found[name] = (resolve(hints["keys"]), resolve(hints["args"]))
+    return found
+
+
+def resolve(hint: str | type) -> type:
+    if isinstance(hint, type):
+        return hint
+    for module in (script_step, script_operator):
+        if hasattr(module, hint):
+            return getattr(module, hint)  # type: ignore[no-any-return]
+    raise AssertionError(f"no contract {hint}")
+
+
+def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
+    for name, (keys, args) in contracts().items():
+        assert dataclasses.is_dataclass(keys) and dataclasses.is_dataclass(args), name
+        assert script_source(name)
+
+
+def test_commit_contract_is_17_keys_and_26_args() -> None:
+    keys, args = contracts()["commit"]
+    index = IndexKeys(*[f"i{n}" for n in range(6)])
+    k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
+    a = args(*range(len(dataclasses.fields(args))))
+    assert len(flatten(k)) == 17 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
+    assert len(flatten(a)) == 26
+    assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
+
+
+def test_tuples_spread_in_order() -> None:
+    keys = script_operator.DeleteKeys("m", "c", "i", "s", ("o1", "o2"),
+                                      IndexKeys("a", "r", "p", "co", "f", "ca"))
+    assert flatten(keys) == ["m", "c", "i", "s", "o1", "o2", "a", "r", "p", "co", "f", "ca"]
