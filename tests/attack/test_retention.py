@@ -39,7 +39,7 @@ from strands_durable.worker.consumer import StepConsumer
 pytestmark = pytest.mark.integration
 
 DAY_MS = 86_400_000
-LUA = REPO / "sessions" / "lua"
+LUA = REPO / "store" / "lua"
 
 SPEC = """
 version: 0
@@ -180,7 +180,7 @@ def test_every_event_write_is_capped() -> None:
                 assert script.name == "_lib.lua" or (
                     script.name == "dead_letter.lua" and "'XADD', KEYS[4]" in line), (
                     f"{script.name}: {line}")
-    for path in [*REPO.glob("sessions/*.py"), *REPO.glob("scheduler/*.py"),
+    for path in [*REPO.glob("store/*.py"), *REPO.glob("scheduler/**/*.py"),
                  *REPO.glob("worker/*.py"), *REPO.glob("api/*.py")]:
         text = path.read_text()
         for match in re.finditer(r"xadd\((?:[^()]|\([^()]*\))*\)", text, re.S):

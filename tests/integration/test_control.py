@@ -72,7 +72,7 @@ async def test_hitl_pauses_then_resumes_with_the_answer(store: Store,
     assert doc["waiting"] == [{"step": "step:1", "prompt": "Approve the draft?",
                                "context_display": "Draft: a: draft it",
                                "default": "approved by default", "timeout_at_ms": None}]
-    with pytest.raises(DurableError, match="--hitl-response"):
+    with pytest.raises(DurableError, match="goes on once a human's answer is given"):
         await resume(store, sid)
     await resume(store, sid, hitl_response="ship it")
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
