@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strands_durable.errors import DurableError, SpecError, TemplateError
+from strands_durable.errors import Conflict, NotFound, SpecError, TemplateError
 from strands_durable.models import (
     Event,
     EventType,
@@ -47,7 +47,7 @@ SPEC_FIELDS = ("workflow_name", "pattern_type", "spec_hash", "spec_text", "spec_
                "spec_digest", "source")
 
 
-class CheckpointNotFound(DurableError):
+class CheckpointNotFound(NotFound):
     def __init__(self, session_id: str, n: int, count: int) -> None:
         self.session_id = session_id
         self.n = n
@@ -56,7 +56,7 @@ class CheckpointNotFound(DurableError):
         super().__init__(f"session {session_id}: there is no checkpoint {n} ({have})")
 
 
-class ForkError(DurableError):
+class ForkError(Conflict):
     """The session cannot be forked from that checkpoint (nothing follows it, the
     re-plan fails with the new variables, a budget is already spent...)."""
 
@@ -213,8 +213,8 @@ async def _history(store: Store, session_id: str, n: int
     raws = [json.loads(t) for t in await store.checkpoint_texts(session_id, n)]
     order = await store.step_order(session_id, n)
     if [r.get("step") for r in raws] != order:
-        raise DurableError(f"session {session_id}: its checkpoints and its committed steps "
-                           f"disagree before checkpoint {n}; it cannot be read as a history")
+        raise Conflict(f"session {session_id}: its checkpoints and its committed steps "
+                       f"disagree before checkpoint {n}; it cannot be read as a history")
     return raws, await store.results_of(session_id, order)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
+from strands_durable.errors import Conflict, InvalidInput, InvalidTransition, SessionNotFound
 from strands_durable.models import Event, EventType, SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.scheduler.operations.control import OPERATOR, session_lock
 from strands_durable.store.keys import is_session_id
@@ -25,7 +25,7 @@ MAX_TRIES = 5  # re-reads when a worker changed the session between read and wri
 ERROR_CHARS = 300
 
 
-class NothingToRequeue(DurableError):
+class NothingToRequeue(Conflict):
     """The session has no failed or dead-lettered step (or not the one named)."""
 
     def __init__(self, session_id: str, message: str, step: str | None = None) -> None:
@@ -168,13 +168,13 @@ async def requeue(store: Store, session_id: str | None, *, step: str | None = No
     `dead`), or with session_id=None and dead=True every dead-lettered entry.
 
     SessionNotFound, InvalidTransition (completed or cancelled session), NothingToRequeue
-    (nothing failed, or not that step), DurableError (bad combination)."""
+    (nothing failed, or not that step), InvalidInput (bad combination)."""
     if session_id is None:
         if not dead:
-            raise DurableError("requeue: name a session, or requeue every dead-lettered "
-                               "entry with --dead")
+            raise InvalidInput("requeue: name a session, or requeue every dead-lettered "
+                               "entry")
         if step is not None:
-            raise DurableError("requeue: --step needs a session id")
+            raise InvalidInput("requeue: a step needs a session id")
         return await _requeue_all_dead(store, dry_run)
     letters = await _session_letters(store, session_id)
     planned, status = await _requeue_session(store, session_id, letters, step=step,
@@ -223,8 +223,7 @@ async def _requeue_session(store: Store, session_id: str, letters: Sequence[Dead
             if verdict == "invalid":
                 raise InvalidTransition(session_id, detail, "requeue")
             # 'changed': a worker committed or failed a step meanwhile: decide again.
-        raise DurableError(f"session {session_id}: kept changing during the requeue; "
-                           f"try again")
+        raise Conflict(f"session {session_id}: kept changing during the requeue; try again")
 
 
 async def _requeue_all_dead(store: Store, dry_run: bool) -> RequeueReport:

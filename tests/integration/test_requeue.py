@@ -235,7 +235,7 @@ async def test_bad_requests_are_refused_and_write_nothing(
         await requeue(store, sid, dead=True)
     with pytest.raises(DurableError, match="name a session, or requeue every"):
         await requeue(store, None)
-    with pytest.raises(DurableError, match="--step needs a session id"):
+    with pytest.raises(DurableError, match="a step needs a session id"):
         await requeue(store, None, dead=True, step="step:2")
     assert await snapshot(store) == before
 
