@@ -1,4 +1,4 @@
--- Shared helpers, prepended to every script by sessions/scripts.py.
+-- Shared helpers, prepended to every script by store/script_library.py.
 -- Convention: scripts that change a session's status receive the shard's index keys
 -- as the LAST six KEYS: idx:all, then one zset per status (running, paused,
 -- completed, failed, cancelled), so every key a script touches is declared.
