@@ -264,6 +264,9 @@ def built_venv(stages: list[Stage], tmp_path_factory: pytest.TempPathFactory) ->
     (wheel,) = wheels.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "strands_durable/store/lua/commit.lua" in names
+    # One import name: nothing generic (worker, api, store...) lands in site-packages.
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"strands_durable"}, f"the wheel installs more than one name: {sorted(tops)}"
     schema = "strands_durable/scheduler/spec/schema/"
     assert any(n.startswith(schema) and n.endswith(".json") for n in names)
     venv = root / "venv"
@@ -309,3 +312,19 @@ def test_the_image_package_serves_every_role(built_venv: Path, stages: list[Stag
     assert function == "ping" and int(lua) > 0
     arq = run_in(built_venv, str(built_venv / "bin" / "python"), "-m", "arq", "--help")
     assert arq.returncode == 0, arq.stderr
+
+
+def test_a_users_own_worker_and_api_modules_neither_shadow_ours_nor_are_shadowed(
+        built_venv: Path, tmp_path: Path) -> None:
+    project = tmp_path / "users-project"
+    for name in ("worker", "api", "store", "core", "scheduler"):
+        (project / name).mkdir(parents=True)
+        (project / name / "__init__.py").write_text(f"OWNER = 'user:{name}'\n")
+    probe = subprocess.run(
+        [str(built_venv / "bin" / "python"), "-c",
+         "import strands_durable.worker as ours, strands_durable.api.cli, worker, api;"
+         "print(ours.WorkerSettings.functions[0].__name__, worker.OWNER, api.OWNER)"],
+        cwd=project, capture_output=True, text=True, timeout=120, check=False,
+        env={"PATH": f"{built_venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["ping", "user:worker", "user:api"]

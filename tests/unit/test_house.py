@@ -1,0 +1,76 @@
+"""The shape of the house (docs/architecture.md): one import name mapped from the role
+folders, every package registered, no import by a generic top-level name, and modules and
+functions small enough to read in one sitting."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+ROLE_FOLDERS = {"core": "strands_durable", "store": "strands_durable.store",
+                "scheduler": "strands_durable.scheduler", "worker": "strands_durable.worker",
+                "api": "strands_durable.api"}
+# Names a module of ours must never be imported by: they are folders here, not packages.
+FOLDER_NAMES = {"core", "store", "scheduler", "worker", "api", "sessions"}
+MAX_MODULE_LINES = 420
+MAX_FUNCTION_LINES = 70
+
+
+def package_folders() -> dict[str, Path]:
+    """Every package of the distribution, by dotted name, from the folders on disk."""
+    found: dict[str, Path] = {}
+    for folder, name in ROLE_FOLDERS.items():
+        root = REPO / folder
+        for init in root.rglob("__init__.py"):
+            relative = init.parent.relative_to(root).parts
+            found[".".join((name, *relative))] = init.parent
+    return found
+
+
+def sources() -> Iterator[Path]:
+    for folder in (*ROLE_FOLDERS, "bench", "tests"):
+        yield from (REPO / folder).rglob("*.py")
+
+
+def test_the_package_dir_maps_the_role_folders_onto_one_import_name() -> None:
+    mapping = SETUPTOOLS["package-dir"]
+    assert mapping == {name: folder for folder, name in ROLE_FOLDERS.items()}
+
+
+def test_every_package_folder_is_listed_for_the_build_and_nothing_else() -> None:
+    assert sorted(SETUPTOOLS["packages"]) == sorted(package_folders())
+
+
+def test_no_module_imports_a_role_folder_as_a_top_level_name() -> None:
+    offenders = []
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(REPO)}:{node.lineno} imports {name}"
+                          for name in names if name.split(".")[0] in FOLDER_NAMES]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_modules_and_functions_stay_small() -> None:
+    too_long = []
+    for folder in ROLE_FOLDERS:
+        for path in (REPO / folder).rglob("*.py"):
+            text = path.read_text()
+            where = path.relative_to(REPO)
+            if text.count("\n") > MAX_MODULE_LINES:
+                too_long.append(f"{where}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text, str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > MAX_FUNCTION_LINES:
+                        too_long.append(f"{where}:{node.lineno} {node.name}(): {length} lines")
+    assert not too_long, "\n".join(too_long)
