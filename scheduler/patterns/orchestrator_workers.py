@@ -57,7 +57,7 @@ pattern_state (view): {"current_round", "phase", "rounds": [{"round", "tasks",
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -71,12 +71,45 @@ from strands_durable.scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from strands_durable.scheduler.spec.model import (
+from strands_durable.scheduler.patterns.definition import (
+    AgentRef,
+    PatternDefinition,
+    StepSite,
+    name_set,
+    optional,
+)
+from strands_durable.scheduler.spec.steps import (
     AgentStep,
+    HitlGate,
     HitlStep,
-    OrchestratorWorkersConfig,
+    PatternConfig,
+    SpecModel,
     Step,
 )
+
+
+class OrchestratorLimits(SpecModel):
+    max_workers: int | None = None
+    max_rounds: int | None = None
+
+
+class OrchestratorConfig(SpecModel):
+    agent: str
+    limits: OrchestratorLimits | None = None
+
+
+class WorkerTemplate(SpecModel):
+    agent: str
+    tools: list[str] | None = None
+
+
+class OrchestratorWorkersConfig(PatternConfig):
+    orchestrator: OrchestratorConfig
+    decomposition_review: HitlGate | None = None
+    worker_template: WorkerTemplate
+    reduce_review: HitlGate | None = None
+    reduce: Step | None = None
+    writeup: Step | None = None
 
 MAX_JSON_RETRIES = 2  # strands-cli's _invoke_orchestrator_with_retry default
 DONE_WORDS = frozenset({"complete", "completed", "done"})
@@ -451,3 +484,26 @@ class OrchestratorWorkersPlanner:
             "reduce_completed": bool(ctx.state.get("reduce_completed", False)),
             "writeup_completed": bool(ctx.state.get("writeup_completed", False)),
         }
+
+
+class OrchestratorWorkersPattern(PatternDefinition[OrchestratorWorkersConfig]):
+    pattern_type = "orchestrator_workers"
+    config_model = OrchestratorWorkersConfig
+    schema_def = "orchestratorWorkersConfig"
+    context_names = name_set("workers num_workers worker_count round_count tasks subtasks"
+                             " task_count orchestrator_response reduce_response writeup_response")
+    planner = OrchestratorWorkersPlanner()
+
+    def steps(self, config: OrchestratorWorkersConfig) -> Iterator[StepSite]:
+        base = "pattern.config"
+        yield from optional(f"{base}.decomposition_review", config.decomposition_review)
+        yield from optional(f"{base}.reduce_review", config.reduce_review)
+        yield from optional(f"{base}.reduce", config.reduce)
+        yield from optional(f"{base}.writeup", config.writeup)
+
+    def own_agent_refs(self, config: OrchestratorWorkersConfig) -> Iterator[AgentRef]:
+        yield "pattern.config.orchestrator.agent", config.orchestrator.agent
+        yield "pattern.config.worker_template.agent", config.worker_template.agent
+
+
+PATTERN = OrchestratorWorkersPattern()
