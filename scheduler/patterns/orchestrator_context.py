@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from strands_durable.models import StepResult
@@ -16,6 +17,7 @@ __all__ = [
     "REDUCE_KEY",
     "REDUCE_REVIEW_KEY",
     "WRITEUP_KEY",
+    "Round",
     "decomposition_review_key",
     "next_round_prompt",
     "orchestrate_key",
@@ -122,8 +124,16 @@ def next_round_prompt(round_: int, max_rounds: int, workers: list[dict[str, Any]
     return "\n".join(lines)
 
 
-def rounds_of(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [dict(r) for r in state.get("rounds", [])]
+@dataclass(frozen=True)
+class Round:
+    """A round of pattern_state["rounds"], stored as {"round": n, "tasks": [text]}."""
+
+    number: int
+    tasks: list[str]
+
+
+def rounds_of(state: Mapping[str, Any]) -> list[Round]:
+    return [Round(int(r["round"]), list(r["tasks"])) for r in state.get("rounds", [])]
 
 
 def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[str]
@@ -138,11 +148,11 @@ def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[st
     return records
 
 
-def _all_workers(results: Mapping[str, StepResult], rounds: list[dict[str, Any]]
+def _all_workers(results: Mapping[str, StepResult], rounds: list[Round]
                  ) -> list[dict[str, Any]]:
     workers = []
     for entry in rounds:
-        workers += [w for w in round_workers(results, int(entry["round"]), list(entry["tasks"]))
+        workers += [w for w in round_workers(results, entry.number, entry.tasks)
                     if w is not None]
     return workers
 
@@ -163,8 +173,8 @@ def synthesis_context(ctx: PlanContext, state: Mapping[str, Any],
         "workers": workers, "num_workers": len(workers), "worker_count": len(workers),
         "round_count": int(state.get("current_round", 1)),
         "tasks": [w["task"] for w in workers],
-        "rounds": [{"round": r["round"], "tasks": list(r["tasks"]),
-                    "workers": round_workers(results, int(r["round"]), list(r["tasks"]))}
+        "rounds": [{"round": r.number, "tasks": list(r.tasks),
+                    "workers": round_workers(results, r.number, r.tasks)}
                    for r in rounds],
         **ctx.variables,
         "last_response": workers[-1]["response"] if workers else "",

@@ -177,7 +177,9 @@ class OrchestratorWorkersPlanner:
         return replace(job, input=task)
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        state: dict[str, Any] = {**ctx.state, "rounds": rounds_of(ctx.state)}
+        # A copy to append to: the stored form of each round, as it was committed.
+        state: dict[str, Any] = {**ctx.state,
+                                 "rounds": [dict(r) for r in ctx.state.get("rounds", [])]}
         key = result.key
         if key.startswith("orchestrate:"):
             return self._after_orchestrator(ctx, state, result)
@@ -221,7 +223,7 @@ class OrchestratorWorkersPlanner:
         state.update(current_round=round_, dispatched=0)
         if not tasks:
             state.update(orchestrator_decision="complete")
-            return self._finishrounds_of(ctx, state, result)
+            return self._finish_rounds(ctx, state, result)
         state.update(orchestrator_decision="continue")
         review = _config(ctx).decomposition_review
         if review is not None:
@@ -239,9 +241,9 @@ class OrchestratorWorkersPlanner:
     # --- workers ----------------------------------------------------------------
 
     def _tasks(self, state: Mapping[str, Any], round_: int) -> list[str]:
-        for entry in state["rounds"]:
-            if int(entry["round"]) == round_:
-                return list(entry["tasks"])
+        for entry in rounds_of(state):
+            if entry.number == round_:
+                return entry.tasks
         raise ValueError(f"orchestrator_workers: no tasks recorded for round {round_}")
 
     def _start_workers(self, ctx: PlanContext, state: dict[str, Any], round_: int
@@ -275,11 +277,11 @@ class OrchestratorWorkersPlanner:
             job = self._orchestrator_job(ctx, round_ + 1, 0,
                                          next_round_prompt(round_ + 1, max_rounds, workers))
             return Decision(state=state, schedule=(job,))
-        return self._finishrounds_of(ctx, state, result)
+        return self._finish_rounds(ctx, state, result)
 
     # --- reduce / writeup -------------------------------------------------------
 
-    def _finishrounds_of(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _finish_rounds(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
                        ) -> Decision:
         config = _config(ctx)
         if config.reduce is not None and config.reduce_review is not None:
@@ -331,7 +333,7 @@ class OrchestratorWorkersPlanner:
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         rounds = []
         for entry in rounds_of(ctx.state):
-            round_, tasks = int(entry["round"]), list(entry["tasks"])
+            round_, tasks = entry.number, entry.tasks
             outputs = [None if w is None else {k: w[k] for k in ("index", "task", "response",
                                                                    "tokens")}
                        for w in round_workers(ctx.results, round_, tasks)]
