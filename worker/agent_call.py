@@ -25,7 +25,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from strands_durable.worker.providers import is_transient
+from strands_durable.worker.providers.transient import is_transient
 
 logger = logging.getLogger(__name__)
 

@@ -1,35 +1,61 @@
-"""The pattern planners, by pattern type."""
+"""The patterns, by type: each module owns its config model, its checks and its planner.
+
+Adding a pattern: a module beside these with its `PatternDefinition` as `PATTERN`, and
+one line below.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from strands_durable.scheduler.patterns import (
+    chain,
+    evaluator_optimizer,
+    graph,
+    orchestrator_workers,
+    parallel,
+    routing,
+    workflow,
+)
 from strands_durable.scheduler.patterns.base import Decision, PlanContext, Planner
-from strands_durable.scheduler.patterns.chain import ChainPlanner
-from strands_durable.scheduler.patterns.evaluator_optimizer import EvaluatorOptimizerPlanner
-from strands_durable.scheduler.patterns.graph import GraphPlanner
-from strands_durable.scheduler.patterns.orchestrator_workers import OrchestratorWorkersPlanner
-from strands_durable.scheduler.patterns.parallel import ParallelPlanner
-from strands_durable.scheduler.patterns.routing import RoutingPlanner
-from strands_durable.scheduler.patterns.workflow import WorkflowPlanner
+from strands_durable.scheduler.patterns.definition import PatternDefinition
 
-PLANNERS: dict[str, Planner] = {
-    "chain": ChainPlanner(),
-    "workflow": WorkflowPlanner(),
-    "routing": RoutingPlanner(),
-    "parallel": ParallelPlanner(),
-    "evaluator_optimizer": EvaluatorOptimizerPlanner(),
-    "orchestrator_workers": OrchestratorWorkersPlanner(),
-    "graph": GraphPlanner(),
+PATTERNS: dict[str, PatternDefinition[Any]] = {
+    definition.pattern_type: definition
+    for definition in (
+        chain.PATTERN,
+        workflow.PATTERN,
+        routing.PATTERN,
+        parallel.PATTERN,
+        evaluator_optimizer.PATTERN,
+        orchestrator_workers.PATTERN,
+        graph.PATTERN,
+    )
 }
+PATTERN_TYPES: tuple[str, ...] = tuple(PATTERNS)
 
 
-def planner_for(pattern_type: str) -> Planner:
+def pattern_for(pattern_type: str) -> PatternDefinition[Any]:
     try:
-        return PLANNERS[pattern_type]
+        return PATTERNS[pattern_type]
     except KeyError:
-        supported = ", ".join(sorted(PLANNERS))
+        supported = ", ".join(sorted(PATTERNS))
         raise NotImplementedError(
             f"pattern {pattern_type!r} is not supported yet (supported: {supported})"
         ) from None
 
 
-__all__ = ["PLANNERS", "Decision", "PlanContext", "Planner", "planner_for"]
+def planner_for(pattern_type: str) -> Planner:
+    return pattern_for(pattern_type).planner
+
+
+__all__ = [
+    "PATTERNS",
+    "PATTERN_TYPES",
+    "Decision",
+    "PatternDefinition",
+    "PlanContext",
+    "Planner",
+    "pattern_for",
+    "planner_for",
+]

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.spec.model import HitlStep, Spec
+from strands_durable.scheduler.spec.steps import HitlStep
 from strands_durable.scheduler.spec.templates import render
+
+if TYPE_CHECKING:  # spec.model picks pattern configs through this package's registry
+    from strands_durable.scheduler.spec.model import Spec
 
 
 @dataclass(frozen=True)

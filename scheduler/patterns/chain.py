@@ -7,7 +7,7 @@ Templates see each step record with strands-cli's `tokens_estimated` too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
@@ -18,7 +18,17 @@ from strands_durable.scheduler.patterns.base import (
     agent_job,
     hitl_job,
 )
-from strands_durable.scheduler.spec.model import AgentStep, ChainConfig
+from strands_durable.scheduler.patterns.definition import (
+    PatternDefinition,
+    StepSite,
+    indexed,
+    name_set,
+)
+from strands_durable.scheduler.spec.steps import AgentStep, PatternConfig, Step
+
+
+class ChainConfig(PatternConfig):
+    steps: list[Step]
 
 
 def step_key(index: int) -> str:
@@ -127,3 +137,17 @@ class ChainPlanner:
         return {"current_step": ctx.state.get("current_step", 0),
                 "step_history": [{k: v for k, v in record.items() if k != "tokens_estimated"}
                                  for record in history(ctx)]}
+
+
+class ChainPattern(PatternDefinition[ChainConfig]):
+    pattern_type = "chain"
+    config_model = ChainConfig
+    schema_def = "chainConfig"
+    context_names = name_set("steps")
+    planner = ChainPlanner()
+
+    def steps(self, config: ChainConfig) -> Iterator[StepSite]:
+        return indexed("pattern.config.steps", config.steps)
+
+
+PATTERN = ChainPattern()

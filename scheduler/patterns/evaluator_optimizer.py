@@ -49,7 +49,7 @@ pattern_state (view): {"current_iteration", "phase", "iterations": [{"iteration"
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -63,7 +63,33 @@ from strands_durable.scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from strands_durable.scheduler.spec.model import EvaluatorOptimizerConfig
+from strands_durable.scheduler.patterns.definition import (
+    AgentRef,
+    PatternDefinition,
+    StepSite,
+    TemplateField,
+    name_set,
+    optional,
+)
+from strands_durable.scheduler.spec.steps import HitlGate, PatternConfig, SpecModel
+
+
+class EvaluatorConfig(SpecModel):
+    agent: str
+    input: str | None = None
+
+
+class AcceptConfig(SpecModel):
+    min_score: int
+    max_iters: int = 3
+
+
+class EvaluatorOptimizerConfig(PatternConfig):
+    producer: str
+    evaluator: EvaluatorConfig
+    accept: AcceptConfig
+    revise_prompt: str | None = None
+    review_gate: HitlGate | None = None
 
 DEFAULT_REVISE_PROMPT = (
     "Revise the following draft based on evaluator feedback.\n\n"
@@ -331,3 +357,29 @@ class EvaluatorOptimizerPlanner:
             "final_score": final_score,
             "early_termination": bool(ctx.state.get("early_termination", False)),
         }
+
+
+class EvaluatorOptimizerPattern(PatternDefinition[EvaluatorOptimizerConfig]):
+    pattern_type = "evaluator_optimizer"
+    config_model = EvaluatorOptimizerConfig
+    schema_def = "evaluatorOptimizerConfig"
+    context_names = name_set("draft evaluation iteration iterations iteration_index"
+                             " current_draft current_evaluation producer_response")
+    planner = EvaluatorOptimizerPlanner()
+
+    def steps(self, config: EvaluatorOptimizerConfig) -> Iterator[StepSite]:
+        return optional("pattern.config.review_gate", config.review_gate)
+
+    def own_agent_refs(self, config: EvaluatorOptimizerConfig) -> Iterator[AgentRef]:
+        yield "pattern.config.producer", config.producer
+        yield "pattern.config.evaluator.agent", config.evaluator.agent
+
+    def template_fields(self, config: EvaluatorOptimizerConfig) -> Iterator[TemplateField]:
+        if config.evaluator.input is not None:
+            yield TemplateField("pattern.config.evaluator.input", config.evaluator.input)
+        if config.revise_prompt is not None:
+            yield TemplateField("pattern.config.revise_prompt", config.revise_prompt)
+        yield from super().template_fields(config)
+
+
+PATTERN = EvaluatorOptimizerPattern()

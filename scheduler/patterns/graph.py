@@ -43,10 +43,12 @@ node (a HITL node waiting for its answer: status "waiting_for_user").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any
 
-from strands_durable.errors import TemplateError
+from pydantic import Field, Tag
+
+from strands_durable.errors import SpecError, TemplateError
 from strands_durable.models import SessionStatus, StepJob, StepResult
 from strands_durable.scheduler.patterns.base import (
     Decision,
@@ -56,12 +58,49 @@ from strands_durable.scheduler.patterns.base import (
     split_key,
     with_result,
 )
-from strands_durable.scheduler.planning.budgets import GRAPH_DEFAULT_MAX_STEPS
-from strands_durable.scheduler.spec.model import AgentNode, GraphConfig, GraphNode, HitlStep
+from strands_durable.scheduler.patterns.definition import (
+    PatternDefinition,
+    StepSite,
+    TemplateField,
+    name_set,
+)
+from strands_durable.scheduler.spec.problems import hint
+from strands_durable.scheduler.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.scheduler.spec.templates import render_condition
 
+
+class AgentNode(SpecModel):
+    agent: str
+    input: str | None = None
+
+
+GraphNode = Annotated[
+    Annotated[AgentNode, Tag("agent")] | Annotated[HitlStep, Tag("hitl")],
+    hitl_or("agent"),
+]
+
+
+class Choice(SpecModel):
+    when: str
+    to: str
+
+
+class Edge(SpecModel):
+    """Exactly one of `to` (static; only the first target runs) or `choose`."""
+
+    from_: str = Field(alias="from")
+    to: list[str] | None = None
+    choose: list[Choice] | None = None
+
+
+class GraphConfig(PatternConfig):
+    max_iterations: int = 10
+    nodes: dict[str, GraphNode]  # insertion order matters: the first node is the entry
+    edges: list[Edge]
+
+
 # strands-cli's total node-execution limit when runtime.budgets.max_steps is not set.
-DEFAULT_MAX_STEPS = GRAPH_DEFAULT_MAX_STEPS
+DEFAULT_MAX_STEPS = 100
 _PREFIX = "node:"
 
 
@@ -277,3 +316,43 @@ class GraphPlanner:
                                        "status": out["status"]}
                              for node_id, out in nodes.items()},
         }
+
+
+class GraphPattern(PatternDefinition[GraphConfig]):
+    pattern_type = "graph"
+    config_model = GraphConfig
+    schema_def = "graphConfig"
+    context_names = name_set("nodes terminal_node total_steps iteration_counts iteration"
+                             " execution_path current_node")
+    planner = GraphPlanner()
+    default_max_steps = DEFAULT_MAX_STEPS
+
+    def steps(self, config: GraphConfig) -> Iterator[StepSite]:
+        for node_id, node in config.nodes.items():
+            yield f"pattern.config.nodes.{node_id}", node
+
+    def template_fields(self, config: GraphConfig) -> Iterator[TemplateField]:
+        yield from super().template_fields(config)
+        for i, edge in enumerate(config.edges):
+            for k, choice in enumerate(edge.choose or []):
+                yield TemplateField(f"pattern.config.edges[{i}].choose[{k}].when", choice.when,
+                                    condition=True)
+
+    def check(self, config: GraphConfig, source: str) -> None:
+        """Each edge has one of `to` or `choose`, and names known nodes."""
+        nodes = list(config.nodes)
+        for i, edge in enumerate(config.edges):
+            path = f"pattern.config.edges[{i}]"
+            if (edge.to is None) == (edge.choose is None):
+                raise SpecError(source, path, "an edge needs exactly one of 'to' or 'choose'")
+            targets = [(f"{path}.from", edge.from_)]
+            targets += [(f"{path}.to[{j}]", to) for j, to in enumerate(edge.to or [])]
+            targets += [(f"{path}.choose[{k}].to", c.to)
+                        for k, c in enumerate(edge.choose or [])]
+            for field, node_id in targets:
+                if node_id not in config.nodes:
+                    raise SpecError(source, field, f"unknown node {node_id!r}"
+                                    f"{hint(node_id, nodes)}; nodes: {', '.join(nodes)}")
+
+
+PATTERN = GraphPattern()

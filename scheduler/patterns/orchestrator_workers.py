@@ -57,12 +57,11 @@ pattern_state (view): {"current_round", "phase", "rounds": [{"round", "tasks",
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.operations.json_reply import extract_json
 from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
@@ -71,33 +70,62 @@ from strands_durable.scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from strands_durable.scheduler.spec.model import (
+from strands_durable.scheduler.patterns.definition import (
+    AgentRef,
+    PatternDefinition,
+    StepSite,
+    name_set,
+    optional,
+)
+from strands_durable.scheduler.patterns.orchestrator_context import (
+    REDUCE_KEY,
+    REDUCE_REVIEW_KEY,
+    WRITEUP_KEY,
+    decomposition_review_key,
+    next_round_prompt,
+    orchestrate_key,
+    orchestrator_prompt,
+    parse_tasks,
+    retry_prompt,
+    round_workers,
+    rounds_of,
+    synthesis_context,
+    worker_key,
+)
+from strands_durable.scheduler.spec.steps import (
     AgentStep,
+    HitlGate,
     HitlStep,
-    OrchestratorWorkersConfig,
+    PatternConfig,
+    SpecModel,
     Step,
 )
 
+
+class OrchestratorLimits(SpecModel):
+    max_workers: int | None = None
+    max_rounds: int | None = None
+
+
+class OrchestratorConfig(SpecModel):
+    agent: str
+    limits: OrchestratorLimits | None = None
+
+
+class WorkerTemplate(SpecModel):
+    agent: str
+    tools: list[str] | None = None
+
+
+class OrchestratorWorkersConfig(PatternConfig):
+    orchestrator: OrchestratorConfig
+    decomposition_review: HitlGate | None = None
+    worker_template: WorkerTemplate
+    reduce_review: HitlGate | None = None
+    reduce: Step | None = None
+    writeup: Step | None = None
+
 MAX_JSON_RETRIES = 2  # strands-cli's _invoke_orchestrator_with_retry default
-DONE_WORDS = frozenset({"complete", "completed", "done"})
-REDUCE_KEY = "reduce"
-WRITEUP_KEY = "writeup"
-REDUCE_REVIEW_KEY = "review:reduce"
-
-
-def orchestrate_key(round_: int, attempt: int = 0) -> str:
-    return f"orchestrate:{round_}" if attempt == 0 else f"orchestrate:{round_}:retry:{attempt}"
-
-
-def worker_key(round_: int, index: int) -> str:
-    return f"worker:{round_}:{index}"
-
-
-def decomposition_review_key(round_: int) -> str:
-    return f"review:decomposition:{round_}"
-
-
-
 def _config(ctx: PlanContext) -> OrchestratorWorkersConfig:
     config = ctx.spec.pattern.config
     assert isinstance(config, OrchestratorWorkersConfig)
@@ -110,140 +138,6 @@ def _limits(ctx: PlanContext) -> tuple[int | None, int]:
     max_workers = limits.max_workers if limits and limits.max_workers else None
     max_rounds = limits.max_rounds if limits and limits.max_rounds else 1
     return max_workers, max(max_rounds, 1)
-
-
-def _task_text(item: Any) -> str:
-    if isinstance(item, str):
-        return item
-    if isinstance(item, dict):
-        task = item.get("task", item)
-        return task if isinstance(task, str) else str(task)
-    return str(item)
-
-
-def parse_tasks(reply: str) -> list[str]:
-    """The task texts an orchestrator reply asks for ([] = done); ValueError if none."""
-    word = reply.strip().strip("`'\".!").strip().lower()
-    if word in DONE_WORDS:
-        return []
-    data = extract_json(reply, kind=(list, dict))
-    if isinstance(data, dict):
-        for name in ("tasks", "subtasks"):
-            if isinstance(data.get(name), list):
-                data = data[name]
-                break
-        else:
-            data = [data]
-    return [_task_text(item) for item in data]
-
-
-def orchestrator_prompt(variables: Mapping[str, Any]) -> str:
-    """strands-cli's round-1 decomposition prompt, verbatim."""
-    return f"""You are an orchestrator agent. Break down the following task into subtasks for worker agents to execute.
-
-Respond with ONLY a JSON array of tasks. Each task should have a "task" field with the description.
-
-Example format:
-[
-  {{"task": "Subtask 1 description"}},
-  {{"task": "Subtask 2 description"}},
-  {{"task": "Subtask 3 description"}}
-]
-
-If there are no subtasks needed, return an empty array: []
-
-User input variables:
-{json.dumps(dict(variables), indent=2, default=str)}
-
-Now break down the task into subtasks:"""  # noqa: E501
-
-
-def retry_prompt(reply: str) -> str:
-    """strands-cli's clarification after a reply that does not parse."""
-    return f"""Your previous response was not valid JSON. Please respond with ONLY a JSON array of tasks.
-
-Expected format:
-[
-  {{"task": "description of subtask 1"}},
-  {{"task": "description of subtask 2"}}
-]
-
-Do not include any text before or after the JSON array. If there are no subtasks, return an empty array: []
-
-Previous response that failed to parse:
-{reply[:500]}
-"""  # noqa: E501
-
-
-def next_round_prompt(round_: int, max_rounds: int, workers: list[dict[str, Any]]) -> str:
-    """Our multi-round extension: what the orchestrator sees before round > 1."""
-    lines = [f"Round {round_ - 1} is finished. Results of its workers:", ""]
-    for worker in workers:
-        lines += [f"Worker {worker['index']} (task: {worker['task']}):", worker["response"], ""]
-    lines += [
-        f"This is round {round_} of at most {max_rounds}. If more work is needed, respond "
-        'with ONLY a JSON array of new tasks, each with a "task" field, as before. If the '
-        "work is complete, respond with an empty array: []",
-    ]
-    return "\n".join(lines)
-
-
-
-def _rounds(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [dict(r) for r in state.get("rounds", [])]
-
-
-def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[str]
-                  ) -> list[dict[str, Any] | None]:
-    """strands-cli's worker records for one round (None where not completed yet)."""
-    records: list[dict[str, Any] | None] = []
-    for i, task in enumerate(tasks):
-        result = results.get(worker_key(round_, i))
-        records.append(None if result is None else {
-            "response": result.response, "status": "success", "tokens": result.tokens,
-            "task": task, "round": round_, "index": i})
-    return records
-
-
-def _all_workers(results: Mapping[str, StepResult], rounds: list[dict[str, Any]]
-                 ) -> list[dict[str, Any]]:
-    workers = []
-    for entry in rounds:
-        workers += [w for w in round_workers(results, int(entry["round"]), list(entry["tasks"]))
-                    if w is not None]
-    return workers
-
-
-def _latest_hitl(results: Mapping[str, StepResult]) -> str | None:
-    latest = None
-    for result in results.values():
-        if result.key.startswith("review:"):
-            latest = result.response
-    return latest
-
-
-def synthesis_context(ctx: PlanContext, state: Mapping[str, Any],
-                      results: Mapping[str, StepResult]) -> dict[str, Any]:
-    rounds = _rounds(state)
-    workers = _all_workers(results, rounds)
-    context: dict[str, Any] = {
-        "workers": workers, "num_workers": len(workers), "worker_count": len(workers),
-        "round_count": int(state.get("current_round", 1)),
-        "tasks": [w["task"] for w in workers],
-        "rounds": [{"round": r["round"], "tasks": list(r["tasks"]),
-                    "workers": round_workers(results, int(r["round"]), list(r["tasks"]))}
-                   for r in rounds],
-        **ctx.variables,
-        "last_response": workers[-1]["response"] if workers else "",
-    }
-    hitl = _latest_hitl(results)
-    if hitl is not None:
-        context["hitl_response"] = hitl
-    if REDUCE_KEY in results:
-        context["reduce_response"] = context["last_response"] = results[REDUCE_KEY].response
-    if WRITEUP_KEY in results:
-        context["writeup_response"] = context["last_response"] = results[WRITEUP_KEY].response
-    return context
 
 
 def _step_job(ctx: PlanContext, key: str, step: Step, context: Mapping[str, Any],
@@ -283,7 +177,9 @@ class OrchestratorWorkersPlanner:
         return replace(job, input=task)
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        state: dict[str, Any] = {**ctx.state, "rounds": _rounds(ctx.state)}
+        # A copy to append to: the stored form of each round, as it was committed.
+        state: dict[str, Any] = {**ctx.state,
+                                 "rounds": [dict(r) for r in ctx.state.get("rounds", [])]}
         key = result.key
         if key.startswith("orchestrate:"):
             return self._after_orchestrator(ctx, state, result)
@@ -345,9 +241,9 @@ class OrchestratorWorkersPlanner:
     # --- workers ----------------------------------------------------------------
 
     def _tasks(self, state: Mapping[str, Any], round_: int) -> list[str]:
-        for entry in state["rounds"]:
-            if int(entry["round"]) == round_:
-                return list(entry["tasks"])
+        for entry in rounds_of(state):
+            if entry.number == round_:
+                return entry.tasks
         raise ValueError(f"orchestrator_workers: no tasks recorded for round {round_}")
 
     def _start_workers(self, ctx: PlanContext, state: dict[str, Any], round_: int
@@ -436,8 +332,8 @@ class OrchestratorWorkersPlanner:
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         rounds = []
-        for entry in _rounds(ctx.state):
-            round_, tasks = int(entry["round"]), list(entry["tasks"])
+        for entry in rounds_of(ctx.state):
+            round_, tasks = entry.number, entry.tasks
             outputs = [None if w is None else {k: w[k] for k in ("index", "task", "response",
                                                                    "tokens")}
                        for w in round_workers(ctx.results, round_, tasks)]
@@ -451,3 +347,26 @@ class OrchestratorWorkersPlanner:
             "reduce_completed": bool(ctx.state.get("reduce_completed", False)),
             "writeup_completed": bool(ctx.state.get("writeup_completed", False)),
         }
+
+
+class OrchestratorWorkersPattern(PatternDefinition[OrchestratorWorkersConfig]):
+    pattern_type = "orchestrator_workers"
+    config_model = OrchestratorWorkersConfig
+    schema_def = "orchestratorWorkersConfig"
+    context_names = name_set("workers num_workers worker_count round_count tasks subtasks"
+                             " task_count orchestrator_response reduce_response writeup_response")
+    planner = OrchestratorWorkersPlanner()
+
+    def steps(self, config: OrchestratorWorkersConfig) -> Iterator[StepSite]:
+        base = "pattern.config"
+        yield from optional(f"{base}.decomposition_review", config.decomposition_review)
+        yield from optional(f"{base}.reduce_review", config.reduce_review)
+        yield from optional(f"{base}.reduce", config.reduce)
+        yield from optional(f"{base}.writeup", config.writeup)
+
+    def own_agent_refs(self, config: OrchestratorWorkersConfig) -> Iterator[AgentRef]:
+        yield "pattern.config.orchestrator.agent", config.orchestrator.agent
+        yield "pattern.config.worker_template.agent", config.worker_template.agent
+
+
+PATTERN = OrchestratorWorkersPattern()

@@ -23,7 +23,7 @@ to its last; at most one HITL step is scheduled at a time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
@@ -35,7 +35,25 @@ from strands_durable.scheduler.patterns.base import (
     split_key,
     with_result,
 )
-from strands_durable.scheduler.spec.model import AgentStep, Branch, HitlStep, ParallelConfig, Step
+from strands_durable.scheduler.patterns.definition import (
+    PatternDefinition,
+    StepSite,
+    check_unique,
+    indexed,
+    name_set,
+    optional,
+)
+from strands_durable.scheduler.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
+
+
+class Branch(SpecModel):
+    id: str
+    steps: list[Step]
+
+
+class ParallelConfig(PatternConfig):
+    branches: list[Branch]
+    reduce: Step | None = None
 
 REDUCE_KEY = "reduce"
 
@@ -227,3 +245,23 @@ class ParallelPlanner:
             "reduce_completed": reduce is not None,
             "reduce_output": reduce.response if reduce is not None else None,
         }
+
+
+class ParallelPattern(PatternDefinition[ParallelConfig]):
+    pattern_type = "parallel"
+    config_model = ParallelConfig
+    schema_def = "parallelConfig"
+    context_names = name_set("branches steps")
+    planner = ParallelPlanner()
+
+    def steps(self, config: ParallelConfig) -> Iterator[StepSite]:
+        for i, branch in enumerate(config.branches):
+            yield from indexed(f"pattern.config.branches[{i}].steps", branch.steps)
+        yield from optional("pattern.config.reduce", config.reduce)
+
+    def check(self, config: ParallelConfig, source: str) -> None:
+        check_unique([b.id for b in config.branches], "pattern.config.branches", "branch",
+                     source)
+
+
+PATTERN = ParallelPattern()

@@ -39,9 +39,11 @@ pattern_state (view): + "step_history" of the route, "router_response",
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
+
+from pydantic import Field
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
@@ -54,7 +56,32 @@ from strands_durable.scheduler.patterns.base import (
     hitl_job,
     with_result,
 )
-from strands_durable.scheduler.spec.model import AgentStep, HitlStep, RoutingConfig
+from strands_durable.scheduler.patterns.definition import (
+    AgentRef,
+    PatternDefinition,
+    StepSite,
+    TemplateField,
+    indexed,
+    name_set,
+    optional,
+)
+from strands_durable.scheduler.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
+
+
+class RouterConfig(SpecModel):
+    agent: str
+    input: str | None = None
+    max_retries: int = 2
+    review_router: Step | None = None
+
+
+class Route(SpecModel):
+    then: list[Step] = Field(default_factory=list)
+
+
+class RoutingConfig(PatternConfig):
+    router: RouterConfig
+    routes: dict[str, Route]
 
 ROUTER_KEY = "router"
 REVIEW_KEY = "router:review"
@@ -308,3 +335,32 @@ class RoutingPlanner:
         if view["routed_agent_completed"] and history:
             view["final_response"] = history[-1]["response"]
         return view
+
+
+class RoutingPattern(PatternDefinition[RoutingConfig]):
+    pattern_type = "routing"
+    config_model = RoutingConfig
+    schema_def = "routingConfig"
+    context_names = name_set("router steps router_response chosen_route router_agent")
+    planner = RoutingPlanner()
+
+    def steps(self, config: RoutingConfig) -> Iterator[StepSite]:
+        base = "pattern.config"
+        yield from optional(f"{base}.router.review_router", config.router.review_router)
+        for name, route in config.routes.items():
+            yield from indexed(f"{base}.routes.{name}.then", route.then)
+
+    def own_agent_refs(self, config: RoutingConfig) -> Iterator[AgentRef]:
+        yield "pattern.config.router.agent", config.router.agent
+
+    def template_fields(self, config: RoutingConfig) -> Iterator[TemplateField]:
+        if config.router.input is not None:
+            yield TemplateField("pattern.config.router.input", config.router.input)
+        yield from super().template_fields(config)
+
+    def check(self, config: RoutingConfig, source: str) -> None:
+        if not config.routes:
+            raise SpecError(source, "pattern.config.routes", "needs at least one route")
+
+
+PATTERN = RoutingPattern()

@@ -30,17 +30,53 @@ allows one HITL task per layer.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from jinja2 import TemplateSyntaxError, nodes
+from pydantic import Field, Tag
 
+from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
 from strands_durable.scheduler.patterns.base import Decision, PlanContext, agent_job, hitl_job
-from strands_durable.scheduler.spec.model import AgentSpec, HitlTask, Task, WorkflowConfig
+from strands_durable.scheduler.patterns.definition import (
+    PatternDefinition,
+    StepSite,
+    check_unique,
+    indexed,
+    name_set,
+)
+from strands_durable.scheduler.spec.problems import hint
+from strands_durable.scheduler.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.scheduler.spec.templates import ENV
+
+if TYPE_CHECKING:  # spec.model picks pattern configs through the pattern registry
+    from strands_durable.scheduler.spec.model import AgentSpec
+
+
+class WorkflowTask(SpecModel):
+    id: str
+    agent: str
+    deps: list[str] = Field(default_factory=list)
+    description: str | None = None
+    input: str | None = None
+
+
+class HitlTask(HitlStep):
+    id: str
+    deps: list[str] = Field(default_factory=list)
+
+
+Task = Annotated[
+    Annotated[WorkflowTask, Tag("agent")] | Annotated[HitlTask, Tag("hitl")],
+    hitl_or("agent"),
+]
+
+
+class WorkflowConfig(PatternConfig):
+    tasks: list[Task]
 
 PREFIX = "task:"
 
@@ -279,3 +315,54 @@ class WorkflowPlanner:
                 for t in order if t in done
             },
         }
+
+
+def find_cycle(deps: Mapping[str, Sequence[str]]) -> list[str] | None:
+    """A cycle in the dependency graph as [a, b, ..., a], or None (depth-first search)."""
+    done: set[str] = set()
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        if node in trail:
+            return [*trail[trail.index(node) :], node]
+        if node in done:
+            return None
+        for dep in deps.get(node, ()):
+            found = visit(dep, [*trail, node])
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    for task_id in deps:
+        found = visit(task_id, [])
+        if found:
+            return found
+    return None
+
+
+class WorkflowPattern(PatternDefinition[WorkflowConfig]):
+    pattern_type = "workflow"
+    config_model = WorkflowConfig
+    schema_def = "workflowConfig"
+    context_names = name_set("tasks")
+    planner = WorkflowPlanner()
+
+    def steps(self, config: WorkflowConfig) -> Iterator[StepSite]:
+        return indexed("pattern.config.tasks", config.tasks)
+
+    def check(self, config: WorkflowConfig, source: str) -> None:
+        """Unique ids, known dependencies, no dependency cycle."""
+        path = "pattern.config.tasks"
+        ids = [task.id for task in config.tasks]
+        check_unique(ids, path, "task", source)
+        for i, task in enumerate(config.tasks):
+            for j, dep in enumerate(task.deps):
+                if dep not in ids:
+                    raise SpecError(source, f"{path}[{i}].deps[{j}]",
+                                    f"unknown task {dep!r}{hint(dep, ids)}")
+        cycle = find_cycle({task.id: task.deps for task in config.tasks})
+        if cycle:
+            raise SpecError(source, path, f"dependency cycle: {' -> '.join(cycle)}")
+
+
+PATTERN = WorkflowPattern()

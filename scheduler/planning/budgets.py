@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from strands_durable.scheduler.patterns import pattern_for
 from strands_durable.scheduler.spec.model import Spec
 
 BUDGET_NAMES = ("max_tokens", "max_steps", "max_duration_s")
-# strands-cli's total node-execution limit of a graph without budgets.max_steps.
-GRAPH_DEFAULT_MAX_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -34,8 +33,10 @@ def limits(spec: Spec, overrides: Mapping[str, int]) -> dict[str, int]:
         value = overrides.get(name, getattr(budgets, name, None) if budgets else None)
         if value is not None:
             found[name] = int(value)
-    if spec.pattern.type == "graph":
-        found.setdefault("max_steps", GRAPH_DEFAULT_MAX_STEPS)
+    # A pattern may bound its steps without budgets.max_steps (graph: strands-cli's 100).
+    default_max_steps = pattern_for(spec.pattern.type).default_max_steps
+    if default_max_steps is not None:
+        found.setdefault("max_steps", default_max_steps)
     return found
 
 

@@ -1,7 +1,7 @@
 """The bounds of one template render: a deadline and a character budget.
 
 Jinja compiles a template to Python, so a render can only be stopped from inside: the
-sandbox (scheduler/templates.py) routes every call, arithmetic operator, loop
+sandbox (scheduler/spec/sandbox.py) routes every call, arithmetic operator, loop
 iteration, `~` concatenation, filter and `{{ output }}` through this module, which
 checks the clock and sizes what is about to be built *before* building it.
 

@@ -14,11 +14,8 @@ import pytest
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
 from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.orchestrator_workers import (
-    OrchestratorWorkersPlanner,
-    orchestrator_prompt,
-    parse_tasks,
-)
+from strands_durable.scheduler.patterns.orchestrator_context import orchestrator_prompt, parse_tasks
+from strands_durable.scheduler.patterns.orchestrator_workers import OrchestratorWorkersPlanner
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.spec.loader import load_spec_text
 

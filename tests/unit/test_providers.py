@@ -16,7 +16,7 @@ from strands_durable.worker.providers import (
     build_model,
     is_transient,
 )
-from strands_durable.worker.scripted_model import ScriptedModel
+from strands_durable.worker.providers.scripted import ScriptedModel
 
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 77}
 
@@ -330,3 +330,22 @@ def _botocore_cases() -> list[Any]:
 @pytest.mark.parametrize(("error", "expected"), _transient_cases())
 def test_is_transient(error: BaseException, expected: bool) -> None:
     assert is_transient(error) is expected
+
+
+# --- one list of providers ---------------------------------------------------------------
+
+
+def test_the_spec_accepts_exactly_the_providers_the_worker_builds() -> None:
+    """strands_durable.providers is the one list: the spec's validation takes its names
+    from it, and every name has a builder module in worker/providers/."""
+    from strands_durable.errors import SpecError
+    from strands_durable.providers import PROVIDERS
+    from strands_durable.scheduler.spec.agents import check_providers
+    from strands_durable.worker.providers import BUILDERS
+
+    assert tuple(BUILDERS) == PROVIDERS == SUPPORTED_PROVIDERS
+    for name in PROVIDERS:
+        assert callable(BUILDERS[name])
+        check_providers({"runtime": {"provider": name}, "agents": {}}, "spec")
+    with pytest.raises(SpecError, match="unsupported provider 'gpt5-magic'"):
+        check_providers({"runtime": {"provider": "gpt5-magic"}, "agents": {}}, "spec")

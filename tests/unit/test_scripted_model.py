@@ -11,7 +11,7 @@ import pytest
 from strands_durable.errors import ProviderError
 from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
-from strands_durable.worker.scripted_model import ScriptedModel, count_words, last_user_text
+from strands_durable.worker.providers.scripted import ScriptedModel, count_words, last_user_text
 
 
 def _user(text: str) -> dict[str, Any]:

@@ -14,6 +14,11 @@ import pytest
 import yaml
 
 from strands_durable.errors import SpecError
+from strands_durable.scheduler.patterns.chain import ChainConfig
+from strands_durable.scheduler.patterns.evaluator_optimizer import EvaluatorOptimizerConfig
+from strands_durable.scheduler.patterns.graph import GraphConfig
+from strands_durable.scheduler.patterns.parallel import ParallelConfig
+from strands_durable.scheduler.patterns.workflow import HitlTask, WorkflowConfig
 from strands_durable.scheduler.spec.loader import (
     LoadedSpec,
     load_script_file,
@@ -22,18 +27,9 @@ from strands_durable.scheduler.spec.loader import (
     load_spec_text,
     parse_var_args,
 )
-from strands_durable.scheduler.spec.model import (
-    AgentStep,
-    ChainConfig,
-    EvaluatorOptimizerConfig,
-    GraphConfig,
-    HitlStep,
-    HitlTask,
-    ParallelConfig,
-    Spec,
-    WorkflowConfig,
-)
+from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
+from strands_durable.scheduler.spec.steps import AgentStep, HitlStep
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "strands-cli"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "strands-cli"
@@ -903,8 +899,8 @@ def test_load_script_file_rejects_bad_content(
 def test_readable_schema_is_valid_and_has_no_one_of() -> None:
     from jsonschema import Draft202012Validator
 
-    from strands_durable.scheduler.spec import loader
+    from strands_durable.scheduler.spec import schema_check
 
-    schema = loader._readable_schema()
+    schema = schema_check._readable_schema()
     Draft202012Validator.check_schema(schema)
     assert '"oneOf"' not in json.dumps(schema)

@@ -20,6 +20,7 @@ from strands.types.tools import ToolSpec
 
 from strands_durable.errors import ProviderError
 from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.worker.providers.config import ModelConfig
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -104,3 +105,7 @@ def _reply_events(text: str) -> list[StreamEvent]:
         {"contentBlockStop": {}},
         {"messageStop": {"stopReason": "end_turn"}},
     ]
+
+
+def build(cfg: ModelConfig) -> Model:
+    return ScriptedModel(cfg.agent_id, cfg.script if cfg.script is not None else ScriptConfig())

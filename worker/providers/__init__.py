@@ -1,0 +1,40 @@
+"""Model providers: a `ModelConfig` (from the spec's runtime) -> a Strands `Model`.
+
+One module per provider, named as the provider (bedrock.py, openai.py, ...), each with
+`build(cfg)`; the names are the one list in strands_durable/providers.py, which the
+spec's validation accepts. A provider's SDK is an optional extra, imported only when
+that provider builds a model; a missing SDK becomes a `ProviderError` that says which
+extra to install. `is_transient` decides which provider errors are worth retrying.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import cast
+
+from strands.models.model import Model
+
+from strands_durable.errors import ProviderError
+from strands_durable.providers import PROVIDERS
+from strands_durable.worker.providers.config import Builder, ModelConfig
+from strands_durable.worker.providers.transient import is_transient
+
+__all__ = ["BUILDERS", "SUPPORTED_PROVIDERS", "ModelConfig", "build_model", "is_transient"]
+
+# Every provider name has its module here; importing one imports no SDK.
+BUILDERS: dict[str, Builder] = {
+    name: cast(Builder, importlib.import_module(f"{__name__}.{name}").build)
+    for name in PROVIDERS
+}
+SUPPORTED_PROVIDERS: tuple[str, ...] = PROVIDERS
+
+
+def build_model(cfg: ModelConfig) -> Model:
+    """A fresh Strands model for `cfg`; raises `ProviderError` on any config problem."""
+    build = BUILDERS.get(cfg.provider)
+    if build is None:
+        raise ProviderError(
+            f"agent {cfg.agent_id!r}: unknown provider {cfg.provider!r}; "
+            f"supported: {', '.join(SUPPORTED_PROVIDERS)}"
+        )
+    return build(cfg)

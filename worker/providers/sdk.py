@@ -1,0 +1,33 @@
+"""Loading a provider's Strands model class, whose SDK is an optional extra: it is
+imported only when a model is built, and a missing SDK says which extra to install."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from strands_durable.errors import ProviderError
+from strands_durable.worker.providers.config import ModelConfig
+
+__all__ = ["load_class", "require_model_id"]
+
+
+def require_model_id(cfg: ModelConfig) -> None:
+    if not cfg.model_id:
+        raise ProviderError(f"agent {cfg.agent_id!r}: provider {cfg.provider!r} needs a model_id")
+
+
+def load_class(cfg: ModelConfig, module_name: str, class_name: str, extra: str | None) -> Any:
+    """`class_name` of the strands.models module `module_name`; `extra` is the
+    strands-durable extra that installs its SDK (None: a core dependency suffices)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        install = (
+            f"pip install 'strands-durable[{extra}]'" if extra else "pip install -U strands-agents"
+        )
+        raise ProviderError(
+            f"agent {cfg.agent_id!r}: provider {cfg.provider!r} is not available "
+            f"({exc.name or exc} cannot be imported); install it with: {install}"
+        ) from exc
+    return getattr(module, class_name)

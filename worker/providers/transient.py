@@ -1,0 +1,103 @@
+"""Which provider errors are worth retrying in place (the caller owns the retry loop;
+see worker/agent_call.py): matched by HTTP status, AWS error code, or class name, so
+the check works whether or not a provider's SDK is installed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from strands_durable.errors import ProviderError
+
+__all__ = ["is_transient"]
+
+# HTTP statuses worth a retry: timeout, rate limit, server trouble (not 501/505,
+# which will not change on a retry), Anthropic's 529 "overloaded".
+_TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 529})
+
+# Transient classes by (top-level package, class name): matched on the class and its
+# bases by name so the check works whether or not the package is installed.
+_HTTP_NAMES = frozenset({"TimeoutException", "NetworkError", "RemoteProtocolError"})
+_SDK_NAMES = frozenset(
+    {
+        "APIConnectionError",  # includes APITimeoutError
+        "RateLimitError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "RetryableError",
+        "Timeout",
+    }
+)
+_TRANSIENT_NAMES: dict[str, frozenset[str]] = {
+    "strands": frozenset({"ModelThrottledException"}),
+    "httpx": _HTTP_NAMES,
+    "httpx2": _HTTP_NAMES,  # the httpx fork that recent openai/anthropic SDKs use
+    "httpcore": _HTTP_NAMES,
+    "openai": _SDK_NAMES,
+    "anthropic": _SDK_NAMES,
+    "litellm": _SDK_NAMES,
+    # botocore's ConnectionError/HTTPClientError cover connect/read timeouts and
+    # closed connections (they do not subclass the builtin ConnectionError).
+    "botocore": frozenset({"ConnectionError", "HTTPClientError", "EndpointConnectionError"}),
+}
+_TRANSIENT_AWS_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "InternalServerException",
+        "ModelNotReadyException",
+    }
+)
+# Errors that look transient by their cause but are not: retrying changes nothing.
+_NEVER_TRANSIENT_NAMES = frozenset({"ContextWindowOverflowException", "MaxTokensReachedException"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True if `exc` (or an exception it wraps) is a provider error worth retrying."""
+    return any(_is_transient_one(error) for error in _chain(exc))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it explicitly wraps (`raise ... from`, Strands' EventLoopException)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ProviderError) or type(current).__name__ in _NEVER_TRANSIENT_NAMES:
+            return
+        seen.add(id(current))
+        yield current
+        wrapped = getattr(current, "original_exception", None)
+        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+
+
+def _is_transient_one(exc: BaseException) -> bool:
+    status = _status_code(exc)
+    if status is not None:
+        return status in _TRANSIENT_STATUS
+    aws_code = _aws_error_code(exc)
+    if aws_code is not None:
+        return aws_code in _TRANSIENT_AWS_CODES
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    return any(
+        klass.__name__ in _TRANSIENT_NAMES.get(klass.__module__.partition(".")[0], ())
+        for klass in type(exc).__mro__
+    )
+
+
+def _status_code(exc: BaseException) -> int | None:
+    """The HTTP status an SDK error carries (openai/anthropic/ollama/httpx), if any."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    # ollama uses -1 for "no HTTP status" (an error inside a 200 stream).
+    return status if isinstance(status, int) and status > 0 else None
+
+
+def _aws_error_code(exc: BaseException) -> str | None:
+    """The error code of a botocore ClientError, if `exc` is one."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return code if isinstance(code, str) else None
