@@ -23,30 +23,10 @@ class SessionStatus(StrEnum):
         return self in (SessionStatus.COMPLETED, SessionStatus.FAILED, SessionStatus.CANCELLED)
 
 
-class SessionMetadata(BaseModel):
-    session_id: str
-    workflow_name: str
-    spec_hash: str
-    pattern_type: str
-    status: SessionStatus
-    created_at: str
-    updated_at: str
-    error: str | None = None
-
-
 class TokenUsage(BaseModel):
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     by_agent: dict[str, int] = Field(default_factory=dict)
-
-
-class SessionState(BaseModel):
-    metadata: SessionMetadata
-    variables: dict[str, Any]
-    runtime_config: dict[str, Any]
-    pattern_state: dict[str, Any]
-    token_usage: TokenUsage
-    artifacts_written: list[str] = Field(default_factory=list)
 
 
 class EventType(StrEnum):
@@ -80,6 +60,15 @@ def now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
 
 
+class StepKind(StrEnum):
+    """What runs a step: an agent, a human's answer, or the timer that applies a human
+    step's default when nobody answered in time."""
+
+    AGENT = "agent"
+    HITL = "hitl"
+    HITL_TIMEOUT = "hitl_timeout"
+
+
 @dataclass(frozen=True)
 class StepJob:
     """One step to run, as it travels on the stream; its input is rendered already."""
@@ -91,7 +80,7 @@ class StepJob:
     system_prompt: str = ""  # the agent's prompt, rendered like the input
     attempt: int = 1
     lane: str = ""  # conversation lane; "" means the agent's own
-    kind: str = "agent"  # agent | hitl
+    kind: StepKind = StepKind.AGENT
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -107,7 +96,8 @@ class StepJob:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepJob:
-        return cls(**json.loads(text))
+        fields = json.loads(text)
+        return cls(**{**fields, "kind": StepKind(fields.get("kind", StepKind.AGENT))})
 
     def retry(self) -> StepJob:
         return StepJob(**{**asdict(self), "attempt": self.attempt + 1})

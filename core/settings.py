@@ -73,7 +73,7 @@ class DurableSettings(Limits):
     conversation_window: int = Field(default=20, ge=0)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
-    # Observability and the scheduler role (sessions/metrics.py, scheduler/service.py).
+    # Observability and the scheduler role (core/metrics/, scheduler/role/service.py).
     metrics_port: int = Field(default=9464, ge=0, le=65535)  # worker/scheduler /metrics; 0 = off
     # Where /metrics listens: loopback unless told (the container image sets 0.0.0.0 for
     # a Prometheus in another container or pod).

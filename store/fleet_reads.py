@@ -1,6 +1,6 @@
 """The fleet's state in Redis: workers' heartbeats, the consumers of each shard's
 group (and retiring them), and the one pipelined read behind the fleet gauges
-(core/metrics.py)."""
+(core/metrics/fleet.py)."""
 
 from __future__ import annotations
 

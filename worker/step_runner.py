@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from strands_durable import metrics
 from strands_durable.errors import DurableError, SpecError, StepFailed, TemplateError
-from strands_durable.models import Event, EventType, StepJob, StepResult, now_iso, now_ms
+from strands_durable.models import Event, EventType, StepJob, StepKind, StepResult, now_iso, now_ms
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
 from strands_durable.scheduler.spec.model import Spec
@@ -112,7 +112,7 @@ class StepRunner:
         self.cache.extend(cache, known, gate.new_results)
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
-        if job.kind == "hitl_timeout":
+        if job.kind == StepKind.HITL_TIMEOUT:
             await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
             return
         variables = json.loads(fields["variables"] or "{}")

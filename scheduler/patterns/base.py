@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.models import SessionStatus, StepJob, StepKind, StepResult
 from strands_durable.scheduler.spec.steps import HitlStep
 from strands_durable.scheduler.spec.templates import render
 
@@ -90,7 +90,7 @@ def hitl_job(ctx: PlanContext, *, key: str, step: HitlStep, context: Mapping[str
     as this step's result, with agent "hitl"."""
     prompt = render(step.prompt, context, f"{where}.prompt")
     return StepJob(
-        session_id=ctx.session_id, key=key, agent=HITL_AGENT, kind="hitl", input=prompt,
+        session_id=ctx.session_id, key=key, agent=HITL_AGENT, kind=StepKind.HITL, input=prompt,
         meta={**(meta or {}),
               "prompt": prompt,
               "context_display": render(step.context_display or "", context,

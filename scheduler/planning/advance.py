@@ -18,6 +18,7 @@ from strands_durable.models import (
     EventType,
     SessionStatus,
     StepJob,
+    StepKind,
     StepResult,
     now_iso,
     now_ms,
@@ -110,7 +111,7 @@ def waiting_reason(waiting: Sequence[Mapping[str, Any]]) -> str:
 def timeout_job(job: StepJob) -> StepJob:
     """Travels through the timer set; applies the step's default if still unanswered."""
     return StepJob(session_id=job.session_id, key=job.key, agent=job.agent, input="",
-                   kind="hitl_timeout",
+                   kind=StepKind.HITL_TIMEOUT,
                    meta={**job.meta, "default": job.meta.get("default") or ""})
 
 
@@ -119,8 +120,8 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
     decision, artifacts = decide(snapshot, result)
     at, at_ms = now_iso(), now_ms()
     status, reason = decision.status, decision.reason
-    runnable = [j for j in decision.schedule if j.kind != "hitl"]
-    human = [j for j in decision.schedule if j.kind == "hitl"]
+    runnable = [j for j in decision.schedule if j.kind != StepKind.HITL]
+    human = [j for j in decision.schedule if j.kind == StepKind.HITL]
 
     waiting = [w for w in snapshot.waiting if w["step"] != job.key]
     waiting += [waiting_entry(j, at_ms) for j in human]

@@ -330,8 +330,10 @@ async def test_scheduler_metrics_server_reads_the_fleet_at_scrape_time(
 
 
 def test_agent_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(metrics, "_agents", set())
-    monkeypatch.setattr(metrics, "MAX_AGENT_LABELS", 2)
+    from strands_durable.metrics import process
+
+    monkeypatch.setattr(process, "_agents", set())
+    monkeypatch.setattr(process, "MAX_AGENT_LABELS", 2)
     assert [metrics.agent_label(a) for a in ("x", "y", "z", "x", "")] == \
         ["x", "y", "other", "x", "other"]
     assert metrics.agent_label("q" * 100) == "other"

@@ -1,0 +1,82 @@
+"""Prometheus metrics: what each process measures, and the fleet read from Redis.
+
+Two kinds of metric live here:
+- process metrics (`process.py`: counters and histograms in the default registry),
+  observed where the work happens: steps and their outcome, step duration, checkpoint
+  commit latency and size, reclaims, dead letters, tokens, resume latency, worker and
+  scheduler state;
+- fleet gauges (`fleet.py`: stream lag and pending, timers due, sessions by status, live
+  workers) that no single process owns: they are read from Redis when /metrics is
+  scraped, by `FleetCollector` (the scheduler) and `render_api_metrics` (the API).
+  Workers do not export them, so they are not repeated once per worker; dashboards take
+  `max by (shard)` / `max by (status)` to merge the API's and the scheduler replicas'
+  copies. `serving.py` runs the /metrics servers.
+
+Labels are bounded: pattern (seven values), agent (the specs' agent ids, capped), outcome,
+direction, status, shard. Never a session id.
+"""
+
+from strands_durable.metrics.fleet import (
+    FleetCollector,
+    FleetReader,
+    FleetSnapshot,
+    ShardSnapshot,
+    combined_registry,
+    fleet_families,
+    parse_fleet,
+)
+from strands_durable.metrics.process import (
+    CHECKPOINT_BYTES,
+    COMMIT_SECONDS,
+    CONTENT_TYPE,
+    DEAD_LETTERS,
+    DURATION_PAUSES,
+    RECLAIMED,
+    RESUME_SECONDS,
+    SCHEDULER_LEADER,
+    SESSIONS_EXPIRED,
+    STEP_SECONDS,
+    STEPS,
+    STUCK,
+    STUCK_FLAGGED,
+    TIMERS_PROMOTED,
+    TOKENS,
+    WORKER_HEARTBEAT,
+    WORKER_RUNNING,
+    WORKER_SLOTS,
+    WORKER_UP,
+    agent_label,
+    dead_lettered,
+    heartbeat,
+    register_role,
+    step_committed,
+    step_failed,
+    step_lost,
+    step_reclaimed,
+    timed_commit,
+    timed_resume,
+)
+from strands_durable.metrics.serving import (
+    DEFAULT_METRICS_HOST,
+    MetricsServer,
+    RedisOutageCollector,
+    render_api_metrics,
+    serve,
+    start_fleet_metrics,
+    start_worker_metrics,
+    stop_worker_metrics,
+    watch_redis_outages,
+)
+
+__all__ = [
+    "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE", "DEAD_LETTERS",
+    "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "RECLAIMED", "RESUME_SECONDS",
+    "SCHEDULER_LEADER", "SESSIONS_EXPIRED", "STEPS", "STEP_SECONDS", "STUCK", "STUCK_FLAGGED",
+    "TIMERS_PROMOTED", "TOKENS", "WORKER_HEARTBEAT", "WORKER_RUNNING", "WORKER_SLOTS",
+    "WORKER_UP", "FleetCollector", "FleetReader", "FleetSnapshot", "MetricsServer",
+    "RedisOutageCollector", "ShardSnapshot", "agent_label", "combined_registry",
+    "dead_lettered", "fleet_families", "heartbeat", "parse_fleet", "register_role",
+    "render_api_metrics", "serve", "start_fleet_metrics", "start_worker_metrics",
+    "step_committed", "step_failed", "step_lost", "step_reclaimed", "stop_worker_metrics",
+    "timed_commit", "timed_resume", "watch_redis_outages",
+]
