@@ -54,7 +54,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.operations.json_reply import extract_json
 from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
@@ -71,6 +70,7 @@ from strands_durable.scheduler.patterns.definition import (
     name_set,
     optional,
 )
+from strands_durable.scheduler.planning.json_reply import extract_json
 from strands_durable.scheduler.spec.steps import HitlGate, PatternConfig, SpecModel
 
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strands_durable.models import StepResult
-from strands_durable.scheduler.operations.json_reply import extract_json
 from strands_durable.scheduler.patterns.base import PlanContext
+from strands_durable.scheduler.planning.json_reply import extract_json
 
 __all__ = [
     "REDUCE_KEY",

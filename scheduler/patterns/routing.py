@@ -47,7 +47,6 @@ from pydantic import Field
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.operations.json_reply import extract_json
 from strands_durable.scheduler.patterns.base import (
     Decision,
     PlanContext,
@@ -65,6 +64,7 @@ from strands_durable.scheduler.patterns.definition import (
     name_set,
     optional,
 )
+from strands_durable.scheduler.planning.json_reply import extract_json
 from strands_durable.scheduler.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 
