@@ -11,7 +11,7 @@ from typing import Any
 
 from strands_durable.models import StepResult
 from strands_durable.scheduler.patterns.base import PlanContext
-from strands_durable.scheduler.planning.json_reply import extract_json
+from strands_durable.scheduler.patterns.json_reply import extract_json
 
 __all__ = [
     "REDUCE_KEY",

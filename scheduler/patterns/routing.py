@@ -64,7 +64,7 @@ from strands_durable.scheduler.patterns.definition import (
     name_set,
     optional,
 )
-from strands_durable.scheduler.planning.json_reply import extract_json
+from strands_durable.scheduler.patterns.json_reply import extract_json
 from strands_durable.scheduler.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 

@@ -28,7 +28,7 @@ from strands_durable.scheduler.patterns.base import HITL_AGENT
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
 from strands_durable.scheduler.spec.model import Spec
-from strands_durable.store.store import CommitRequest
+from strands_durable.store.records import CommitRequest
 
 FINAL_RESPONSE = "final_response"
 

@@ -74,3 +74,50 @@ def test_modules_and_functions_stay_small() -> None:
                     if length > MAX_FUNCTION_LINES:
                         too_long.append(f"{where}:{node.lineno} {node.name}(): {length} lines")
     assert not too_long, "\n".join(too_long)
+
+
+def our_modules() -> Iterator[tuple[str, Path]]:
+    """(dotted name, file) of every module of the package."""
+    for name, folder in package_folders().items():
+        for path in folder.glob("*.py"):
+            yield (name if path.stem == "__init__" else f"{name}.{path.stem}"), path
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.startswith("strands_durable")}
+
+
+# Who may import whom (prefixes). Pure rooms (spec, patterns, planning) reach the store
+# only for its pure data modules: the key checks and the typed commit request.
+PURE_STORE_MODULES = ("strands_durable.store.keys", "strands_durable.store.records")
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "strands_durable.store": ("strands_durable.scheduler", "strands_durable.worker",
+                              "strands_durable.api", "strands_durable.metrics"),
+    "strands_durable.scheduler": ("strands_durable.worker", "strands_durable.api"),
+    "strands_durable.worker": ("strands_durable.api",),
+    "strands_durable.metrics": ("strands_durable.scheduler", "strands_durable.worker",
+                                "strands_durable.api"),
+}
+PURE_ROOMS = ("strands_durable.scheduler.spec", "strands_durable.scheduler.patterns",
+              "strands_durable.scheduler.planning")
+
+
+def test_imports_flow_one_way_and_the_planners_stay_pure() -> None:
+    wrong = []
+    for module, path in our_modules():
+        for imported in imports_of(path):
+            for room, banned in FORBIDDEN.items():
+                if module.startswith(room) and imported.startswith(banned):
+                    wrong.append(f"{module} imports {imported}")
+            if module.startswith(PURE_ROOMS) and imported.startswith(
+                    ("strands_durable.store", "strands_durable.metrics",
+                     "strands_durable.scheduler.operations", "strands_durable.scheduler.role")
+            ) and imported not in PURE_STORE_MODULES:
+                wrong.append(f"{module} (pure) imports {imported}")
+    assert not wrong, "\n".join(wrong)
