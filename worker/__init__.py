@@ -3,7 +3,7 @@ consumer.
 
 arq is handed a client built here from DURABLE_REDIS_URL with the same options as the
 store's (TLS, ACL user, Sentinel, timeouts), and both clients ride out Redis outages
-(sessions/outage.py): one line when Redis goes away, one when it is back, and past
+(store/outage.py): one line when Redis goes away, one when it is back, and past
 DURABLE_REDIS_OUTAGE_S one line and exit 75. A worker that cannot start (a bad setting)
 says why in one line and exits 2.
 """

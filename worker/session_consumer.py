@@ -4,7 +4,7 @@ A `durable run` pointed at a shared Redis (DURABLE_REDIS_URL) must not run other
 sessions, which may carry other people's work, in the CLI process with the CLI user's
 credentials. Sessions share their shard's stream and its consumer group, and
 XREADGROUP '>' hands out whatever entry is next, so this consumer never reads the
-group: it takes its session's entries by id (sessions/lua/claim_session.lua), waits
+group: it takes its session's entries by id (store/lua/claim_session.lua), waits
 for new ones with a plain XREAD (which takes nothing), re-claims only its session's
 entries left idle, and promotes only its session's timers. The entries stay in the
 shared group: if the CLI dies, a worker of the fleet re-claims them as it would any

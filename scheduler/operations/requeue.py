@@ -4,7 +4,7 @@ A step fails for good when its retries run out (the failed-jobs hash) or when it
 delivered too often without finishing (also parked on its shard's dead-letter
 stream). Once the cause is fixed, `requeue` enqueues it again with its attempts reset,
 records `step_requeued`, drops its dead letters and, if the session had failed, makes
-it running again: one atomic script per session (sessions/lua/requeue.lua), under the
+it running again: one atomic script per session (store/lua/requeue.lua), under the
 session's operator lock. Which steps move is decided by pure functions below, so a
 dry run shows exactly what a real run would do.
 """

@@ -53,7 +53,7 @@ async def session_status(store: Store, session_id: str) -> dict[str, Any]:
     doc = summary(record)
     doc["variables"] = record.variables
     doc["pattern_state"] = await pattern_state_view(store, record)
-    # What the session produced, once completed (see scheduler/advance.py).
+    # What the session produced, once completed (see scheduler/planning/advance.py).
     doc["final_response"] = record.state.get(FINAL_RESPONSE)
     # What a paused session waits for: the human's prompt and rendered context.
     doc["waiting"] = [{k: w.get(k) for k in WAITING_FIELDS}

@@ -10,7 +10,7 @@ completes with its response. One node runs at a time.
 Limits:
   * `pattern.config.max_iterations` (default 10) applies PER NODE: the visit that would
     exceed it fails the session naming the node and the limit (as strands-cli does);
-  * the overall step budget is a budget like any other (scheduler/budgets.py):
+  * the overall step budget is a budget like any other (scheduler/planning/budgets.py):
     `runtime.budgets.max_steps`, else strands-cli's 100 for a graph. Reaching it PAUSES
     the session with the reason, the next node held; `durable resume SID --set
     budgets.max_steps=N` continues. (strands-cli fails instead; a durable session can

@@ -1,20 +1,20 @@
 """The scheduler role (`durable scheduler`): it owns time.
 
-Any number of replicas may run; one leads, by a Redis lock (sessions/locks.py) renewed
+Any number of replicas may run; one leads, by a Redis lock (store/locks.py) renewed
 every third of its TTL. A leader that cannot renew stops acting before its lease could
 have passed to another replica, and a replica that stops releases the lock so a standby
 takes over at once (or after the TTL, if the leader died). The leader:
 - promotes due timers (retry backoff, HITL timeouts) onto the step streams. Workers do
   it too, so a fleet of workers alone still retries and times out; the promotion
   script is atomic, so several promoters never enqueue a timer twice;
-- pauses running sessions past runtime.budgets.max_duration_s (scheduler/watchdog.py);
+- pauses running sessions past runtime.budgets.max_duration_s (scheduler/role/watchdog.py);
 - flags running sessions that stopped making progress (`session_stuck` events and the
   durable_sessions_stuck gauge);
 - forgets the heartbeats of workers silent for DURABLE_WORKER_RETIRE_S and retires their
   consumers from the groups once nothing is pending under them, which keeps the fleet
   read (and `durable workers`) bounded;
 - expires ended sessions: completed, failed and cancelled ones not updated for
-  DURABLE_RETENTION_DAYS are deleted by the cleanup code (scheduler/cleanup.py: the
+  DURABLE_RETENTION_DAYS are deleted by the cleanup code (scheduler/operations/cleanup.py: the
   session's lock, a re-check, one atomic delete), a batch per round, in a task of its
   own so a slow round never holds up the timers.
 Each of these is atomic and harmless twice, so two replicas that both believe they lead

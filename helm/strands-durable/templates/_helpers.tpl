@@ -70,7 +70,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.redis.existingSecret -}}{{ .Values.redis.existingSecretPasswordKey }}{{- else if .Values.redis.password -}}redis-password{{- end -}}
 {{- end -}}
 
-{{/* DURABLE_REDIS_URL built from values (sessions/redis_url.py reads the sentinel form) */}}
+{{/* DURABLE_REDIS_URL built from values (store/redis_url.py reads the sentinel form) */}}
 {{- define "sd.redisUrl" -}}
 {{- $r := .Values.redis -}}
 {{- $auth := "" -}}
@@ -109,7 +109,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
-{{/* The step stream of each shard: must match sessions/keys.py Keys.stream() */}}
+{{/* The step stream of each shard: must match store/keys.py Keys.stream() */}}
 {{- define "sd.streams" -}}
 {{- $prefix := .Values.settings.keyPrefix -}}
 {{- range $k := until (int .Values.settings.shards) }}
