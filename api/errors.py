@@ -13,24 +13,16 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from strands_durable.errors import (
-    ConfigError,
+    Conflict,
     DurableError,
-    IdempotencyConflict,
-    InvalidId,
-    InvalidTransition,
-    LockNotAcquired,
-    SessionNotFound,
-    SpecError,
-    TemplateError,
+    InvalidInput,
+    NotFound,
+    Unavailable,
+    kind_of,
 )
-from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
-from strands_durable.scheduler.operations.control import NothingToResume
-from strands_durable.scheduler.operations.requeue import NothingToRequeue
 from strands_durable.store.outage import REDIS_DOWN
 
 log = logging.getLogger("durable.api")
-
-# Redis is down or not answering: the request may be retried once it is back.
 
 
 class ApiError(Exception):
@@ -57,44 +49,20 @@ def error_response(status: int, code: str, message: str, details: Any = None,
                         headers=headers)
 
 
+# The HTTP status of each error kind (core/errors.py): the kind decides, never the class.
+KIND_STATUS: dict[type[DurableError], int] = {
+    InvalidInput: 422, NotFound: 404, Conflict: 409, Unavailable: 503,
+}
+
+
 def domain_error(exc: DurableError) -> ApiError:
-    """The status and code of a domain error (pure: tested from a table)."""
-    if isinstance(exc, SessionNotFound):
-        return ApiError(404, "session_not_found", str(exc), {"session_id": exc.session_id})
-    if isinstance(exc, InvalidId):
-        return ApiError(422, "invalid_id", str(exc),
-                        {"kind": exc.kind, "expected": exc.expected})
-    if isinstance(exc, IdempotencyConflict):
-        return ApiError(409, "idempotency_key_reused", str(exc), {"key": exc.key})
-    if isinstance(exc, InvalidTransition):
-        return ApiError(409, "invalid_transition", str(exc),
-                        {"session_id": exc.session_id, "status": exc.status,
-                         "action": exc.action})
-    if isinstance(exc, SpecError):
-        return ApiError(422, "invalid_spec", str(exc),
-                        {"source": exc.source, "path": exc.path, "problem": exc.problem})
-    if isinstance(exc, NothingToResume):
-        return ApiError(409, "nothing_to_resume", str(exc))
-    if isinstance(exc, NothingToRequeue):
-        return ApiError(409, "nothing_to_requeue", str(exc),
-                        {"session_id": exc.session_id, "step": exc.step})
-    if isinstance(exc, CheckpointNotFound):
-        return ApiError(404, "checkpoint_not_found", str(exc),
-                        {"session_id": exc.session_id, "n": exc.n, "count": exc.count})
-    if isinstance(exc, ForkError):
-        return ApiError(409, "fork_refused", str(exc))
-    if isinstance(exc, TemplateError):
-        return ApiError(422, "template_error", str(exc),
-                        {"where": exc.where, "problem": exc.problem})
-    if isinstance(exc, LockNotAcquired):
-        return ApiError(409, "session_busy",
-                        "another operator action holds this session; try again",
-                        {"lock": exc.name})
-    if isinstance(exc, ConfigError):
-        return ApiError(503, "misconfigured", str(exc))
-    # Everything else the control functions refuse is a conflict with the session's
-    # current state (not waiting for input, over budget, concurrent changes...).
-    return ApiError(409, "conflict", str(exc))
+    """The status and code of a domain error (pure: tested from a table). An error of no
+    kind is a bug in the raiser, so it is a 500 like any other bug."""
+    kind = kind_of(exc)
+    if kind is None:
+        log.error("an error of no kind reached the API: %r", exc)
+        return ApiError(500, "internal_error", "internal error; see the server log")
+    return ApiError(KIND_STATUS[kind], exc.code, exc.public_message(), exc.details())
 
 
 def validation_message(errors: list[dict[str, Any]]) -> str:

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class DurableError(Exception):
-    """Root of every error strands-durable raises on purpose."""
+    """Root of every error strands-durable raises on purpose.
+
+    `code` is the machine name an interface shows (`{"error": {"code": ...}}`), and
+    `details()` the fields it adds; the kind below (not the class) decides the answer."""
+
+    code: ClassVar[str] = "error"
+
+    def details(self) -> dict[str, object]:
+        return {}
+
+    def public_message(self) -> str:
+        """The message for a caller who did not cause the internals it would name."""
+        return str(self)
 
 
 # The kinds. Every error below is one of them, and the kind alone decides how an interface
@@ -14,22 +28,40 @@ class DurableError(Exception):
 class InvalidInput(DurableError):
     """What the caller sent is wrong (a spec, an id, a value); retrying it cannot succeed."""
 
+    code = "invalid_input"
+
 
 class NotFound(DurableError):
     """The thing named does not exist (or no longer does)."""
+
+    code = "not_found"
 
 
 class Conflict(DurableError):
     """The request is well-formed but the current state refuses it (a session's status,
     a lock held elsewhere, a concurrent change); it may succeed later or elsewhere."""
 
+    code = "conflict"
+
 
 class Unavailable(DurableError):
     """This process cannot serve the request: its configuration or a dependency is wrong."""
 
+    code = "unavailable"
+
+
+KINDS: tuple[type[DurableError], ...] = (InvalidInput, NotFound, Conflict, Unavailable)
+
+
+def kind_of(exc: DurableError) -> type[DurableError] | None:
+    """The kind `exc` is (its nearest kind class), or None for a bare DurableError."""
+    return next((kind for kind in type(exc).__mro__ if kind in KINDS), None)
+
 
 class ConfigError(Unavailable):
     """The process configuration (environment, CLI flags) is unusable."""
+
+    code = "misconfigured"
 
 
 class RedisUrlError(ConfigError):
@@ -43,6 +75,8 @@ class RedisUrlError(ConfigError):
 class SpecError(InvalidInput):
     """A workflow spec is invalid: names the file, the field path and the problem."""
 
+    code = "invalid_spec"
+
     def __init__(self, source: str, path: str, problem: str) -> None:
         self.source = source
         self.path = path
@@ -50,19 +84,29 @@ class SpecError(InvalidInput):
         where = f"{source}: {path}" if path else source
         super().__init__(f"{where}: {problem}")
 
+    def details(self) -> dict[str, object]:
+        return {"source": self.source, "path": self.path, "problem": self.problem}
+
 
 class TemplateError(InvalidInput):
     """A template failed to render at run time (undefined name, bad index...)."""
+
+    code = "template_error"
 
     def __init__(self, where: str, problem: str) -> None:
         self.where = where
         self.problem = problem
         super().__init__(f"{where}: {problem}")
 
+    def details(self) -> dict[str, object]:
+        return {"where": self.where, "problem": self.problem}
+
 
 class InvalidId(InvalidInput):
     """An id from outside (a session id, a step key, an idempotency key...) is not of
     its documented form; nothing was read or written with it."""
+
+    code = "invalid_id"
 
     def __init__(self, kind: str, value: object, expected: str) -> None:
         self.kind = kind
@@ -71,9 +115,14 @@ class InvalidId(InvalidInput):
         shown = value if not isinstance(value, str) or len(value) <= 80 else value[:80] + "..."
         super().__init__(f"{kind} {shown!r} is not valid: expected {expected}")
 
+    def details(self) -> dict[str, object]:
+        return {"kind": self.kind, "expected": self.expected}
+
 
 class IdempotencyConflict(Conflict):
     """An idempotency key already used with a different request (spec or variables)."""
+
+    code = "idempotency_key_reused"
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -82,15 +131,25 @@ class IdempotencyConflict(Conflict):
             f"spec or other variables); a key stands for one request: use a new key for a "
             f"new request")
 
+    def details(self) -> dict[str, object]:
+        return {"key": self.key}
+
 
 class SessionNotFound(NotFound):
+    code = "session_not_found"
+
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"session {session_id!r} not found")
 
+    def details(self) -> dict[str, object]:
+        return {"session_id": self.session_id}
+
 
 class InvalidTransition(Conflict):
     """An action the session's current status forbids (e.g. resume a completed session)."""
+
+    code = "invalid_transition"
 
     def __init__(self, session_id: str, status: str, action: str) -> None:
         self.session_id = session_id
@@ -98,14 +157,28 @@ class InvalidTransition(Conflict):
         self.action = action
         super().__init__(f"session {session_id}: cannot {action} a session that is {status}")
 
+    def details(self) -> dict[str, object]:
+        return {"session_id": self.session_id, "status": self.status,
+                "action": self.action}
+
 
 class LockNotAcquired(Conflict):
+    code = "session_busy"
+
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"lock {name!r} is held by someone else")
 
+    def details(self) -> dict[str, object]:
+        return {"lock": self.name}
+
+    def public_message(self) -> str:
+        return "another operator action holds this session; try again"
+
 
 class LockLost(Conflict):
+    code = "lock_lost"
+
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"lock {name!r} was lost (expired or taken over)")
@@ -114,9 +187,13 @@ class LockLost(Conflict):
 class ProviderError(Unavailable):
     """A model provider is misconfigured or its package is missing."""
 
+    code = "provider_error"
 
-class StepFailed(DurableError):
+
+class StepFailed(Unavailable):
     """A step's execution failed; `retryable` says if the durable retry policy applies."""
+
+    code = "step_failed"
 
     def __init__(self, session_id: str, step: str, problem: str, *, retryable: bool = True) -> None:
         self.session_id = session_id

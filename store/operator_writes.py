@@ -7,7 +7,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from strands_durable.errors import ConfigError, SessionNotFound
+from strands_durable.errors import Conflict, SessionNotFound
 from strands_durable.models import Event, SessionStatus
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, dumps
@@ -112,7 +112,7 @@ class OperatorWrites(StoreBase):
                 events_max=self.events_max),
         )
         if as_str(res[0]) != "created":
-            raise ConfigError(f"session id {sid} exists already; fork not created")
+            raise Conflict(f"session id {sid} exists already; fork not created")
 
     async def delete_session(self, session_id: str) -> None:
         k = self.keys

@@ -37,7 +37,7 @@ from redis.exceptions import AuthenticationError, AuthorizationError, ReadOnlyEr
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from strands_durable.errors import DurableError
+from strands_durable.errors import Unavailable
 
 log = logging.getLogger("durable.redis")
 
@@ -57,8 +57,10 @@ _depth: ContextVar[int] = ContextVar("durable_redis_retry_depth", default=0)
 BACKOFF_CAP_S = 2.0
 
 
-class RedisOutageExceeded(DurableError):
+class RedisOutageExceeded(Unavailable):
     """Redis stayed unreachable past the limit (raised where no `on_give_up` exits)."""
+
+    code = "redis_unavailable"
 
 
 class RedisOutage:

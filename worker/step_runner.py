@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from strands_durable import metrics
-from strands_durable.errors import DurableError, SpecError, StepFailed, TemplateError
+from strands_durable.errors import Conflict, DurableError, SpecError, StepFailed, TemplateError
 from strands_durable.models import Event, EventType, StepJob, StepKind, StepResult, now_iso, now_ms
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
@@ -271,7 +271,11 @@ class StepRunner:
                                    error=error, events=events, now_iso=at, now_ms=now_ms())
 
 
-class LeaseLost(DurableError):
+class LeaseLost(Conflict):
+    """Another worker owns the step's entry now: this one writes nothing."""
+
+    code = "lease_lost"
+
     def __init__(self, entry_id: str) -> None:
         super().__init__(f"lease on stream entry {entry_id} was lost")
 

@@ -48,6 +48,8 @@ SPEC_FIELDS = ("workflow_name", "pattern_type", "spec_hash", "spec_text", "spec_
 
 
 class CheckpointNotFound(NotFound):
+    code = "checkpoint_not_found"
+
     def __init__(self, session_id: str, n: int, count: int) -> None:
         self.session_id = session_id
         self.n = n
@@ -55,10 +57,15 @@ class CheckpointNotFound(NotFound):
         have = f"checkpoints 1..{count}" if count else "no checkpoints yet"
         super().__init__(f"session {session_id}: there is no checkpoint {n} ({have})")
 
+    def details(self) -> dict[str, object]:
+        return {"session_id": self.session_id, "n": self.n, "count": self.count}
+
 
 class ForkError(Conflict):
     """The session cannot be forked from that checkpoint (nothing follows it, the
     re-plan fails with the new variables, a budget is already spent...)."""
+
+    code = "fork_refused"
 
 
 # -- pure ---------------------------------------------------------------------------

@@ -38,6 +38,8 @@ MAX_REPLANS = 20
 class NothingToResume(Conflict):
     """A failed session with nothing to retry: it failed outside any step."""
 
+    code = "nothing_to_resume"
+
 
 class AnswerNotRecorded(Conflict):
     """A human's answer could not be committed (the session moved on, or kept changing)."""

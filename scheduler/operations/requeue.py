@@ -28,10 +28,15 @@ ERROR_CHARS = 300
 class NothingToRequeue(Conflict):
     """The session has no failed or dead-lettered step (or not the one named)."""
 
+    code = "nothing_to_requeue"
+
     def __init__(self, session_id: str, message: str, step: str | None = None) -> None:
         self.session_id = session_id
         self.step = step
         super().__init__(message)
+
+    def details(self) -> dict[str, object]:
+        return {"session_id": self.session_id, "step": self.step}
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,16 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from strands_durable.errors import DurableError, TemplateError
+from strands_durable.errors import InvalidInput, TemplateError
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.templates import render
 from strands_durable.settings import Limits, current_limits
 
 
-class ArtifactPathError(DurableError):
+class ArtifactPathError(InvalidInput):
     """An artifact path would land outside the output directory."""
+
+    code = "invalid_artifact_path"
 
 
 def render_artifacts(spec: Spec, context: Mapping[str, Any],

@@ -20,7 +20,9 @@ from strands_durable.api.sse import frame
 from strands_durable.api.submission import load_submitted, spec_size
 from strands_durable.errors import (
     ConfigError,
+    Conflict,
     DurableError,
+    InvalidInput,
     InvalidTransition,
     LockNotAcquired,
     SessionNotFound,
@@ -30,6 +32,7 @@ from strands_durable.errors import (
 from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
 from strands_durable.scheduler.operations.control import NothingToResume
 from strands_durable.scheduler.operations.requeue import NothingToRequeue
+from strands_durable.scheduler.planning.artifacts import ArtifactPathError
 from strands_durable.settings import DurableSettings
 
 
@@ -44,14 +47,18 @@ from strands_durable.settings import DurableSettings
     (ForkError("completed"), 409, "fork_refused"),
     (LockNotAcquired("lock:x"), 409, "session_busy"),
     (ConfigError("shards"), 503, "misconfigured"),
-    (DurableError("over budget"), 409, "conflict"),
+    (InvalidInput("budget override x: not a whole number"), 422, "invalid_input"),
+    (Conflict("too many concurrent changes"), 409, "conflict"),
+    (ArtifactPathError("out/../../etc"), 422, "invalid_artifact_path"),
+    # An error of no kind is the raiser's bug: a 500, never a guess.
+    (DurableError("no kind"), 500, "internal_error"),
 ])
 def test_domain_errors_map_to_a_status_and_code(exc: DurableError, status: int,
                                                 code: str) -> None:
     api = domain_error(exc)
     assert (api.status, api.code) == (status, code)
     # The domain's own message, but for a lock: its key means nothing to a client.
-    assert api.message == str(exc) or code == "session_busy"
+    assert api.message == str(exc) or code in {"session_busy", "internal_error"}
 
 
 def test_spec_error_details_name_the_field() -> None:

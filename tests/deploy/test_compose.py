@@ -90,6 +90,8 @@ def env_names_the_code_reads() -> set[str]:
     names: set[str] = set()
     module = importlib.import_module("strands_durable")
     for info in pkgutil.walk_packages(module.__path__, prefix="strands_durable."):
+        if info.name.endswith(".__main__"):  # runs the CLI when imported
+            continue
         try:
             importlib.import_module(info.name)
         except Exception:  # an optional provider's SDK; its names are found below

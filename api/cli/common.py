@@ -1,0 +1,173 @@
+"""What every `durable` command shares: the Typer apps, consoles, options, exit codes
+(0 ok, 1 failed/not found, 2 bad input, 3 paused, 124 timed out) and how a command body
+runs and fails."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rich.console import Console
+from rich.markup import escape
+
+from strands_durable.errors import (
+    ConfigError,
+    DurableError,
+    IdempotencyConflict,
+    InvalidId,
+    InvalidInput,
+)
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.spec.loader import (
+    LoadedSpec,
+    load_script_file,
+    load_spec_file,
+    parse_var_args,
+)
+from strands_durable.settings import (
+    DEFAULT_REDIS_URL,
+    DurableSettings,
+    Limits,
+    describe_settings_error,
+)
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import check_session_id
+from strands_durable.store.outage import REDIS_DOWN
+from strands_durable.store.redis_url import redact
+from strands_durable.store.store import Store
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
+
+app = typer.Typer(help="Durable Strands Agents workflows on Redis Streams.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+sessions_app = typer.Typer(help="List, show and delete sessions.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+
+out = Console(emoji=False)  # step keys like node:ship:1 are data, not emoji codes
+err = Console(stderr=True, emoji=False)
+T = TypeVar("T")
+
+VarOpt = Annotated[list[str] | None, typer.Option("--var", help="Input variable K=V.")]
+ProviderOpt = Annotated[str | None, typer.Option(help="Override runtime.provider.")]
+ScriptOpt = Annotated[Path | None, typer.Option(help="Rules for the scripted provider.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:
+    """A typer callback: an id not of its documented form is a usage error (exit 2)
+    naming it, before anything is read or written."""
+
+    def callback(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except InvalidId as exc:
+            raise fail(str(exc), EXIT_USAGE) from None
+
+    return callback
+
+
+SessionIdArg = Annotated[str, typer.Argument(
+    help="A session id (a UUID, as `durable submit` prints).",
+    callback=checked(check_session_id))]
+
+
+def exit_code(status: SessionStatus) -> int:
+    """Of a session no longer running: 0 completed, 3 paused, 1 failed or cancelled."""
+    if status == SessionStatus.COMPLETED:
+        return EXIT_OK
+    return EXIT_PAUSED if status == SessionStatus.PAUSED else EXIT_FAILED
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a command body; map expected failures to a message and an exit code."""
+    try:
+        return asyncio.run(coro)
+    except ValidationError as exc:
+        if exc.title not in (DurableSettings.__name__, Limits.__name__):
+            raise
+        raise settings_error(exc) from None
+    except REDIS_DOWN as exc:
+        raise fail(redis_unreachable(exc), EXIT_FAILED) from None
+    except DurableError as exc:
+        raise fail(exc.public_message(), exit_for(exc)) from None
+
+
+def exit_for(exc: DurableError) -> int:
+    """The CLI's reading of the error kinds: the caller's own input (a spec, an id, a
+    value, this process's configuration, an idempotency key reused for another request:
+    all documented as exit 2) is a usage error; anything else failed (exit 1)."""
+    usage = (InvalidInput, ConfigError, IdempotencyConflict)
+    return EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED
+
+
+def settings_error(exc: ValidationError) -> typer.Exit:
+    return fail(describe_settings_error(exc), EXIT_USAGE)
+
+
+def redis_unreachable(exc: Exception) -> str:
+    """Where we tried (the password masked), what went wrong, and a hint for the usual
+    mistake: a TLS URL against a plain-text port answers nothing until the timeout."""
+    url = os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL)
+    hint = ""
+    if isinstance(exc, RedisTimeoutError) and url.lower().startswith("rediss"):
+        hint = "; is that port TLS? a plain-text Redis never answers a TLS handshake"
+    return f"cannot reach Redis at {redact(url)} ({exc}){hint}; check DURABLE_REDIS_URL"
+
+
+def env_settings() -> DurableSettings:
+    """DURABLE_* settings; a bad value is a usage error naming the variable."""
+    try:
+        return DurableSettings()
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+async def with_store(body: Callable[[Store], Awaitable[T]]) -> T:
+    store = open_store(env_settings())
+    try:
+        return await body(store)
+    finally:
+        await store.close()
+
+
+def load(spec: Path, var: list[str] | None, provider: str | None,
+         script: Path | None) -> LoadedSpec:
+    return load_spec_file(spec, parse_var_args(var or []), provider=provider,
+                          script=load_script_file(script) if script else None)
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def timeout_s(value: float | None) -> float | None:
+    """`nan` or `inf` would wait forever and a negative time out at once: refused."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"{value} is not a finite number of seconds, 0 or more")
+    return value
+
+
+def interval_s(value: float) -> float:
+    if not (math.isfinite(value) and 0.01 <= value <= 3600):
+        raise typer.BadParameter(f"{value} is not a number of seconds from 0.01 to 3600")
+    return value
+
+
+TimeoutOption = Annotated[float | None, typer.Option(help="Give up after S seconds.",
+                                                     callback=timeout_s)]

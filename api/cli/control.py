@@ -1,0 +1,155 @@
+"""Commands that change a session: pause, cancel, resume (and fork), requeue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from strands_durable.api.cli.common import (
+    EXIT_USAGE,
+    JsonOpt,
+    SessionIdArg,
+    VarOpt,
+    app,
+    checked,
+    err,
+    fail,
+    out,
+    print_json,
+    run_async,
+    with_store,
+)
+from strands_durable.errors import DurableError
+from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
+from strands_durable.store.keys import check_name, check_session_id
+from strands_durable.store.store import Store
+
+
+@app.command()
+def pause(session_id: SessionIdArg) -> None:
+    """Pause at the next step boundary: running steps finish and commit."""
+    from strands_durable.scheduler.operations.control import pause as do_pause
+
+    new = run_async(with_store(lambda store: do_pause(store, session_id)))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
+@app.command()
+def cancel(session_id: SessionIdArg) -> None:
+    """Stop scheduling and mark the session cancelled."""
+    from strands_durable.scheduler.operations.control import cancel as do_cancel
+
+    new = run_async(with_store(lambda store: do_cancel(store, session_id)))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
+@app.command()
+def resume(
+    session_id: SessionIdArg,
+    hitl_response: Annotated[str | None, typer.Option(
+        help="The answer to the human-in-the-loop step the session waits for.")] = None,
+    var: VarOpt = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Raise a budget (budgets.max_tokens=20000) or set an input "
+        "variable (topic=x).")] = None,
+    spec: Annotated[Path | None, typer.Option(
+        help="Continue with this spec; a changed hash is reported.")] = None,
+    from_checkpoint: Annotated[int | None, typer.Option(
+        "--from-checkpoint", metavar="N",
+        help="Fork a NEW session from checkpoint N (see `durable checkpoints`) with "
+             "--var/--set applied; prints its id. The original is kept.")] = None,
+) -> None:
+    """Continue a paused or failed session: failed steps run again, nothing committed
+    re-runs, token usage keeps accumulating."""
+    from strands_durable.scheduler.operations.control import resume as do_resume
+
+    if from_checkpoint is not None:
+        fork_checkpoint(session_id, from_checkpoint, var, set_,
+                        other_flags=[flag for flag, given in (
+                            ("--hitl-response", hitl_response is not None),
+                            ("--spec", spec is not None)) if given])
+        return
+
+    variables, budgets = resume_inputs(var, set_)
+
+    async def body(store: Store) -> str:
+        new_spec = load_spec_file(spec) if spec else None
+        outcome = await do_resume(
+            store, session_id, hitl_response=hitl_response, variables=variables,
+            budget_sets=budgets, new_spec=new_spec)
+        for note in outcome.notes:
+            err.print(note, highlight=False)
+        return outcome.status
+
+    new = run_async(with_store(body))
+    out.print(f"{session_id} {new}", highlight=False)
+
+
+def resume_inputs(var: list[str] | None, set_: list[str] | None
+                  ) -> tuple[dict[str, Any], dict[str, int]]:
+    """Variables (`--var`, and `--set` of a non-budget) and budgets (`--set`) of a
+    resume or fork; a malformed one is a usage error."""
+    from strands_durable.scheduler.operations.control import parse_sets
+
+    try:
+        set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
+        return {**set_variables, **parse_var_args(var or [])}, budgets
+    except DurableError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+
+
+# -- operator: requeue, checkpoints, watch, fleet -------------------------------------
+def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
+                    other_flags: list[str]) -> None:
+    """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
+    from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
+
+    if other_flags:
+        raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
+                   f"{' or '.join(other_flags)}", EXIT_USAGE)
+    if n < 1:
+        raise fail(f"--from-checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
+    variables, budgets = resume_inputs(var, set_)
+
+    new = run_async(with_store(lambda store: fork_from_checkpoint(
+        store, session_id, n, variables=variables, budget_sets=budgets)))
+    err.print(f"forked {session_id} at checkpoint {n}", highlight=False, soft_wrap=True)
+    print(new)
+
+
+@app.command()
+def requeue(
+    session_id: Annotated[str | None, typer.Argument(
+        help="The session whose failed or dead-lettered steps to requeue.",
+        callback=checked(check_session_id))] = None,
+    step: Annotated[str | None, typer.Option(
+        "--step", metavar="KEY", help="Only this step (e.g. step:2).",
+        callback=checked(lambda v: check_name("step key", v)))] = None,
+    dead: Annotated[bool, typer.Option(
+        "--dead", help="Dead-lettered entries only; without a session id, every one.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show what would move; change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put failed or dead-lettered steps back on the stream: attempts reset, a
+    step_requeued event recorded, the session running again."""
+    from strands_durable.scheduler.operations.requeue import report_lines
+    from strands_durable.scheduler.operations.requeue import requeue as do_requeue
+
+    if session_id is None and not dead:
+        raise fail("requeue: give a session id, or --dead for every dead-lettered entry",
+                   EXIT_USAGE)
+    if session_id is None and step is not None:
+        raise fail("requeue: --step needs a session id", EXIT_USAGE)
+    report = run_async(with_store(lambda store: do_requeue(
+        store, session_id, step=step, dead=dead, dry_run=dry_run)))
+    if as_json:
+        print_json(report.to_dict())
+        return
+    lines = report_lines(report)
+    if not lines:
+        out.print("no dead-lettered entries", highlight=False)
+    for line in lines:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,48 @@
+"""The long-running roles: `durable api` and `durable scheduler`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from strands_durable.api.cli.common import (
+    EXIT_USAGE,
+    app,
+    env_settings,
+    fail,
+    run_async,
+)
+
+
+@app.command("api")
+def api_serve(
+    host: Annotated[str | None, typer.Option(help="Default DURABLE_API_HOST.")] = None,
+    port: Annotated[int | None, typer.Option(help="Default DURABLE_API_PORT.",
+                                             min=1, max=65535)] = None,
+) -> None:
+    """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
+    import uvicorn
+
+    from strands_durable.api.app import create_app
+
+    settings = env_settings()
+    # Live event streams would hold a graceful shutdown open: give them 5 s.
+    uvicorn.run(create_app(settings), host=host or settings.api_host,
+                port=port or settings.api_port, timeout_graceful_shutdown=5)
+
+
+# -- scheduler role ------------------------------------------------------------------
+@app.command("scheduler")
+def scheduler_serve(
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve /metrics here (0: off). Default DURABLE_METRICS_PORT.")] = None,
+) -> None:
+    """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
+    sessions. Any number of replicas; one leads. Stops on SIGTERM."""
+    from strands_durable.scheduler.role.service import run_scheduler
+
+    settings = env_settings()
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
+    run_async(run_scheduler(settings, metrics_port))

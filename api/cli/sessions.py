@@ -1,0 +1,95 @@
+"""`durable sessions list|show|delete|cleanup`."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from strands_durable.api.cli.common import (
+    EXIT_USAGE,
+    JsonOpt,
+    SessionIdArg,
+    fail,
+    out,
+    print_json,
+    run_async,
+    sessions_app,
+    with_store,
+)
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.status import session_status, summary
+from strands_durable.store.store import Store
+
+
+@sessions_app.command("list")
+def sessions_list(
+    status_filter: Annotated[SessionStatus | None, typer.Option("--status")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Sessions, most recently updated first."""
+
+    async def body(store: Store) -> list[dict[str, Any]]:
+        return [summary(r) for r in await store.list_sessions(status_filter, limit)]
+
+    docs = run_async(with_store(body))
+    if as_json:
+        print_json(docs)
+        return
+    table = Table("session_id", "status", "workflow", "pattern", "steps", "tokens", "updated")
+    for d in docs:
+        usage = d["token_usage"]
+        table.add_row(d["session_id"], d["status"], d["workflow_name"], d["pattern_type"],
+                      str(d["steps_committed"]),
+                      str(usage["total_input_tokens"] + usage["total_output_tokens"]),
+                      d["updated_at"])
+    out.print(table)
+
+
+@sessions_app.command("show")
+def sessions_show(session_id: SessionIdArg) -> None:
+    """Everything about one session, as JSON."""
+    doc = run_async(with_store(lambda store: session_status(store, session_id)))
+    print_json(doc)
+
+
+@sessions_app.command("delete")
+def sessions_delete(session_id: SessionIdArg) -> None:
+    """Delete a session and everything it stored."""
+    from strands_durable.scheduler.operations.deletion import delete_session
+
+    run_async(with_store(lambda store: delete_session(store, session_id)))
+    out.print(f"deleted {session_id}", highlight=False)
+
+
+@sessions_app.command("cleanup")
+def sessions_cleanup(
+    max_age_days: Annotated[float, typer.Option(
+        "--max-age-days", help="Delete ended sessions last updated more than N days ago.")],
+    keep_completed: Annotated[bool, typer.Option(
+        "--keep-completed", help="Only failed and cancelled ones.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="List what would be deleted; delete nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete completed, failed and cancelled sessions older than N days (never running
+    or paused ones)."""
+
+    from strands_durable.scheduler.operations.cleanup import cleanup_sessions
+
+    if not math.isfinite(max_age_days) or max_age_days < 0:
+        raise fail(f"--max-age-days {max_age_days}: must be a number of days >= 0", EXIT_USAGE)
+    ids = run_async(with_store(lambda store: cleanup_sessions(
+        store, max_age_days=max_age_days, keep_completed=keep_completed, dry_run=dry_run)))
+    if as_json:
+        print_json({"dry_run": dry_run, "deleted": [] if dry_run else ids,
+                    "would_delete": ids if dry_run else []})
+        return
+    for sid in ids:
+        out.print(f"{'would delete' if dry_run else 'deleted'} {sid}", highlight=False,
+                  soft_wrap=True)
+    out.print(f"{len(ids)} session(s) {'would be ' if dry_run else ''}deleted",
+              highlight=False)
