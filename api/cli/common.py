@@ -8,6 +8,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -106,6 +107,14 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         raise fail(redis_unreachable(exc), EXIT_FAILED) from None
     except DurableError as exc:
         raise fail(exc.public_message(), exit_for(exc)) from None
+
+
+def budget_hint(session_id: str, reason: str) -> str | None:
+    """The command that goes on from a budget pause (the reason itself names no flag)."""
+    over = re.match(r"budget (\w+) (?:reached|exceeded)", reason)
+    if over is None:
+        return None
+    return f"raise it: durable resume {session_id} --set budgets.{over.group(1)}=N"
 
 
 def exit_for(exc: DurableError) -> int:

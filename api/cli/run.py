@@ -14,6 +14,7 @@ from strands_durable.api.cli.common import (
     ScriptOpt,
     VarOpt,
     app,
+    budget_hint,
     checked,
     err,
     exit_code,
@@ -128,6 +129,9 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
     if record.status != SessionStatus.COMPLETED:
         err.print(f"[red]{record.status.value}:[/red] "
                   f"{record.error or record.paused_reason or ''}", highlight=False)
+        hint = budget_hint(record.session_id, record.paused_reason or "")
+        if hint:
+            err.print(hint, highlight=False, soft_wrap=True)
         return exit_code(record.status)
     if out_dir is not None:
         for path in write_artifacts(outcome.artifacts, out_dir):

@@ -20,6 +20,7 @@ from strands_durable.api.cli.common import (
     SessionIdArg,
     TimeoutOption,
     app,
+    budget_hint,
     err,
     exit_code,
     fail,
@@ -72,6 +73,9 @@ def wait(
                 return EXIT_OK
             if record.status == SessionStatus.PAUSED:
                 err.print(f"paused: {record.paused_reason or ''}", highlight=False)
+                hint = budget_hint(session_id, record.paused_reason or "")
+                if hint:
+                    err.print(hint, highlight=False, soft_wrap=True)
                 return EXIT_PAUSED
             if record.status.is_terminal:
                 err.print(f"{record.status.value}: {record.error or ''}", highlight=False)

@@ -54,5 +54,5 @@ def exceeded(spend: Spend, in_force: Mapping[str, int]) -> str | None:
             shown = f"{used:.0f}" if isinstance(used, float) else str(used)
             verb = "reached" if steps else "exceeded"
             return (f"budget {name} {verb}: {shown} {unit} used, limit {limit} "
-                    f"(raise it with `durable resume SID --set budgets.{name}=N`)")
+                    f"(resume with a higher budgets.{name})")
     return None

@@ -236,7 +236,7 @@ def test_step_budget_pauses_holding_the_next_node(
         assert request.reason == ""
         return
     assert request.reason == (f"budget max_steps reached: {visits} steps used, limit {limit} "
-                              "(raise it with `durable resume SID --set budgets.max_steps=N`)")
+                              "(resume with a higher budgets.max_steps)")
     assert [e.type for e in request.events][-1] == "session_paused"
 
 
