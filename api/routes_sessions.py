@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mimetypes
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -26,10 +26,8 @@ from strands_durable.api.schemas import (
     EventOut,
     EventPage,
     IdempotencyKeyHeader,
-    SessionDetail,
     SessionIdPath,
     SessionPage,
-    SessionSummary,
     SubmitRequest,
     SubmitResponse,
     error_responses,
@@ -39,7 +37,7 @@ from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.deletion import delete_session
 from strands_durable.scheduler.operations.history import event_docs
 from strands_durable.scheduler.operations.start import new_session
-from strands_durable.scheduler.operations.status import session_status, summary
+from strands_durable.scheduler.operations.status import SessionDetail, session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -104,12 +102,12 @@ async def list_sessions(
     page = await list_page(store, ListQuery(
         limit=limit, status=status, workflow=workflow, cursor=position,
         updated_after_ms=_ms(updated_after), updated_before_ms=_ms(updated_before)))
-    return SessionPage(items=[SessionSummary.model_validate(summary(r)) for r in page.records],
+    return SessionPage(items=[summary(r) for r in page.records],
                        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor else None)
 
 
 @router.get("/{session_id}", response_model=SessionDetail)
-async def get_session(session_id: SessionIdPath, store: StoreDep) -> dict[str, Any]:
+async def get_session(session_id: SessionIdPath, store: StoreDep) -> SessionDetail:
     """The status document of `durable status --json`."""
     return await session_status(store, session_id)
 

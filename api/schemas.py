@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from strands_durable.errors import InvalidId
 from strands_durable.models import SessionStatus, TokenUsage
+from strands_durable.scheduler.operations.status import SessionSummary
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.store.keys import (
     MAX_NAME_CHARS,
@@ -142,42 +143,6 @@ class ErrorInfo(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorInfo
-
-
-class SessionSummary(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    session_id: str
-    status: SessionStatus
-    workflow_name: str
-    pattern_type: str
-    spec_hash: str
-    created_at: str
-    updated_at: str
-    error: str | None = None
-    paused_reason: str | None = None
-    steps_committed: int
-    token_usage: TokenUsage
-
-
-class WaitingStep(BaseModel):
-    step: str
-    prompt: str
-    context_display: str = Field(description="The step's context_display, rendered.")
-    default: str | None = Field(description="Applied when the timeout passes.")
-    timeout_at_ms: int | None
-
-
-class SessionDetail(SessionSummary):
-    """The status document of `durable status --json`."""
-
-    variables: dict[str, Any]
-    pattern_state: dict[str, Any]
-    final_response: str | None = Field(
-        default=None, description="What the session produced, once completed.")
-    waiting: list[WaitingStep] = Field(
-        default_factory=list, description="Human-in-the-loop steps waiting for an answer "
-        "(POST .../signal gives it).")
 
 
 class SessionPage(BaseModel):

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rich.console import Console
 from rich.markup import escape
@@ -162,7 +163,12 @@ def load(spec: Path, var: list[str] | None, provider: str | None,
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+    # Models (the status document, summaries) dump as the API sends them.
+    sys.stdout.write(json.dumps(value, indent=2, default=jsonable) + "\n")
+
+
+def jsonable(value: Any) -> Any:
+    return to_jsonable_python(value, fallback=str)
 
 
 def timeout_s(value: float | None) -> float | None:

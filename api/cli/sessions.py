@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -20,7 +20,11 @@ from strands_durable.api.cli.common import (
     with_store,
 )
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.status import session_status, summary
+from strands_durable.scheduler.operations.status import (
+    SessionSummary,
+    session_status,
+    summary,
+)
 from strands_durable.store.store import Store
 
 
@@ -32,7 +36,7 @@ def sessions_list(
 ) -> None:
     """Sessions, most recently updated first."""
 
-    async def body(store: Store) -> list[dict[str, Any]]:
+    async def body(store: Store) -> list[SessionSummary]:
         return [summary(r) for r in await store.list_sessions(status_filter, limit)]
 
     docs = run_async(with_store(body))
@@ -41,11 +45,10 @@ def sessions_list(
         return
     table = Table("session_id", "status", "workflow", "pattern", "steps", "tokens", "updated")
     for d in docs:
-        usage = d["token_usage"]
-        table.add_row(d["session_id"], d["status"], d["workflow_name"], d["pattern_type"],
-                      str(d["steps_committed"]),
-                      str(usage["total_input_tokens"] + usage["total_output_tokens"]),
-                      d["updated_at"])
+        usage = d.token_usage
+        table.add_row(d.session_id, d.status.value, d.workflow_name, d.pattern_type,
+                      str(d.steps_committed),
+                      str(usage.total_input_tokens + usage.total_output_tokens), d.updated_at)
     out.print(table)
 
 

@@ -46,13 +46,14 @@ def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     table = Table(show_header=False, box=None)
     for key in ("session_id", "status", "workflow_name", "pattern_type", "created_at",
                 "updated_at", "steps_committed", "error", "paused_reason"):
-        if doc.get(key) not in (None, ""):
-            table.add_row(f"[bold]{key}[/bold]", str(doc[key]))
-    usage = doc["token_usage"]
-    table.add_row("[bold]tokens[/bold]", f"{usage['total_input_tokens']} in / "
-                  f"{usage['total_output_tokens']} out  {usage['by_agent']}")
+        value = getattr(doc, key)
+        if value not in (None, ""):
+            table.add_row(f"[bold]{key}[/bold]", str(value))
+    usage = doc.token_usage
+    table.add_row("[bold]tokens[/bold]", f"{usage.total_input_tokens} in / "
+                  f"{usage.total_output_tokens} out  {usage.by_agent}")
     out.print(table)
-    out.print_json(data=doc["pattern_state"])
+    out.print_json(data=doc.pattern_state)
 
 
 @app.command()
