@@ -27,6 +27,7 @@ from strands_durable.errors import (
     IdempotencyConflict,
     InvalidId,
     InvalidInput,
+    SpecError,
 )
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.spec.loader import (
@@ -107,7 +108,15 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     except REDIS_DOWN as exc:
         raise fail(redis_unreachable(exc), EXIT_FAILED) from None
     except DurableError as exc:
-        raise fail(exc.public_message(), exit_for(exc)) from None
+        raise fail(exc.public_message() + flag_hint(exc), exit_for(exc)) from None
+
+
+def flag_hint(exc: DurableError) -> str:
+    """The command-line way to fix what the (interface-neutral) message names."""
+    if isinstance(exc, SpecError) and exc.path.startswith("inputs.required."):
+        name = exc.path.removeprefix("inputs.required.")
+        return f" (--var {name}=VALUE)"
+    return ""
 
 
 def budget_hint(session_id: str, reason: str) -> str | None:

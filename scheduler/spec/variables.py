@@ -36,7 +36,7 @@ def resolve_variables(spec: Spec, overrides: Mapping[str, Any], source: str) -> 
             raise SpecError(
                 source,
                 f"inputs.required.{name}",
-                f"required input {name!r} has no value; set it with --var {name}=VALUE",
+                f"required input {name!r} has no value; give it one among the variables",
             )
     return variables
 

@@ -122,3 +122,15 @@ def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
     result = runner.invoke(app, ["resume", SOME_ID, "--from-checkpoint", "1",
                                  "--set", "novalue"])
     assert result.exit_code == 2 and "--set novalue: expected KEY=VALUE" in result.output
+
+
+def test_a_missing_required_input_names_the_flag_that_sets_it(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    text = (EXAMPLES / "chain-research.yaml").read_text()
+    assert "  values:\n    topic: AI safety\n" in text
+    spec.write_text(text.replace("  values:\n    topic: AI safety\n", ""))
+    result = run("run", str(spec))
+    assert result.exit_code == 2, result.output
+    # The loader's message names no interface; the CLI adds its own way to fix it.
+    assert "required input 'topic' has no value" in result.output
+    assert "--var topic=VALUE" in result.output

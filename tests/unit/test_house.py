@@ -17,8 +17,8 @@ ROLE_FOLDERS = {"core": "strands_durable", "store": "strands_durable.store",
                 "api": "strands_durable.api"}
 # Names a module of ours must never be imported by: they are folders here, not packages.
 FOLDER_NAMES = {"core", "store", "scheduler", "worker", "api", "sessions"}
-MAX_MODULE_LINES = 420
-MAX_FUNCTION_LINES = 70
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
 
 
 def package_folders() -> dict[str, Path]:

@@ -446,7 +446,7 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
         "missing-required-input",
         _set("inputs.required", {"topic": "string", "audience": "string"}),
         "inputs.required.audience",
-        "required input 'audience' has no value; set it with --var audience=VALUE",
+        "required input 'audience' has no value; give it one among the variables",
     ),
     (
         "bad-input-value",
