@@ -9,11 +9,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 # One private redis-server implementation for tests and benchmarks.
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
+from strands_durable.scheduler.operations.status import session_status
+from strands_durable.store.store import Store
 from strands_durable.worker.faults import HITS_SUFFIX, breakpoint_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -109,3 +111,8 @@ class StepBreakpoints:
 
         return await wait_for(reached, timeout_s=timeout_s,
                               what=f"{workflow} {step} to reach its breakpoint {n} time(s)")
+
+
+async def status_doc(store: Store, session_id: str) -> dict[str, Any]:
+    """A session's status document as the API and `durable status --json` send it."""
+    return (await session_status(store, session_id)).model_dump(mode="json")

@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet import Fleet
-from helpers import RedisServer, poll_until, random_prefix, wait_for
+from helpers import RedisServer, poll_until, random_prefix, status_doc, wait_for
 from pattern_specs import PatternCase
 
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
@@ -45,7 +44,7 @@ class Outcome:
 async def outcome(store: Store, sid: str) -> Outcome:
     events = [f for _, f in await store.events(sid)]
     return Outcome(
-        status=await session_status(store, sid),
+        status=await status_doc(store, sid),
         responses={r.key: r.response for r in await store.results(sid)},
         artifacts=await store.artifacts(sid),
         completed=Counter(f["step"] for f in events if f["type"] == "step_completed"),

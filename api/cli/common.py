@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from strands_durable.errors import (
-    ConfigError,
     DurableError,
     IdempotencyConflict,
     InvalidId,
     InvalidInput,
+    RedisUrlError,
     SpecError,
 )
 from strands_durable.models import SessionStatus
@@ -129,9 +129,9 @@ def budget_hint(session_id: str, reason: str) -> str | None:
 
 def exit_for(exc: DurableError) -> int:
     """The CLI's reading of the error kinds: the caller's own input (a spec, an id, a
-    value, this process's configuration, an idempotency key reused for another request:
-    all documented as exit 2) is a usage error; anything else failed (exit 1)."""
-    usage = (InvalidInput, ConfigError, IdempotencyConflict)
+    value, the Redis URL, an idempotency key reused for another request: all documented
+    as exit 2) is a usage error; anything else failed (exit 1)."""
+    usage = (InvalidInput, RedisUrlError, IdempotencyConflict)
     return EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED
 
 

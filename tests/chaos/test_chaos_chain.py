@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet
+from helpers import status_doc
 from recovery import kill_every_second, start_fleet
 
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 
@@ -51,7 +51,7 @@ async def test_random_sigkills_lose_nothing_and_commit_nothing_twice(
     reclaimed = 0
 
     for n, sid in enumerate(sids):
-        status = await session_status(store, sid)
+        status = await status_doc(store, sid)
         if status["status"] != "completed":
             trail = [(f["type"], f["step"], f["worker"], f["at"])
                      for _, f in await store.events(sid)]

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
-from helpers import wait_for
+from helpers import status_doc, wait_for
 
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus
@@ -24,7 +24,6 @@ from strands_durable.scheduler.operations.checkpoints import (
 from strands_durable.scheduler.operations.control import resume
 from strands_durable.scheduler.operations.requeue import requeue
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
@@ -153,7 +152,7 @@ async def test_listing_and_one_checkpoint(store: Store, worker: Worker) -> None:
     assert listed[-1]["tokens_total"] == usage.total_input_tokens + usage.total_output_tokens
     assert [c["resumable"] for c in listed] == [True, True, True, False]
 
-    full = (await session_status(store, sid))["pattern_state"]
+    full = (await status_doc(store, sid))["pattern_state"]
     two = await get_checkpoint(store, sid, 2)
     assert two["pattern_state"] == {"current_step": 2,
                                     "step_history": full["step_history"][:2]}
@@ -173,7 +172,7 @@ async def test_fork_reproduces_the_state_at_the_checkpoint_and_runs_the_rest(
     fork = await fork_from_checkpoint(store, sid, 2, variables={"topic": "volcanoes"})
     assert fork != sid
     # Before any worker runs it: the original's state at checkpoint 2, exactly.
-    doc = await session_status(store, fork)
+    doc = await status_doc(store, fork)
     assert doc["status"] == "running"
     assert doc["pattern_state"] == at_two["pattern_state"]
     assert doc["token_usage"] == at_two["token_usage"]
@@ -189,10 +188,10 @@ async def test_fork_reproduces_the_state_at_the_checkpoint_and_runs_the_rest(
 
     await worker.start()
     await wait_for(lambda: ended(store, fork), what="the fork to end")
-    done = await session_status(store, fork)
+    done = await status_doc(store, fork)
     assert done["status"] == "completed"
     history = done["pattern_state"]["step_history"]
-    original = (await session_status(store, sid))["pattern_state"]["step_history"]
+    original = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[:2] == original[:2]
     assert history[2]["response"] == "a: third on volcanoes"
     assert history[3]["response"].startswith("b: close volcanoes with a: third on volcanoes")
@@ -214,14 +213,14 @@ async def test_fork_of_a_dag_runs_the_steps_in_flight_at_the_checkpoint(
         "right" if first == "task:left" else "left"]
     await worker.start()
     await wait_for(lambda: ended(store, fork), what="the fork to end")
-    doc = await session_status(store, fork)
+    doc = await status_doc(store, fork)
     assert doc["status"] == "completed"
     assert doc["pattern_state"]["completed_tasks"] == ["left", "right", "join"]
     started = [f["step"] for _, f in await store.events(fork) if f["type"] == "step_started"]
     assert first not in started and sorted(started) == sorted(
         {"task:left", "task:right", "task:join"} - {first})
     assert doc["pattern_state"]["task_outputs"] == \
-        (await session_status(store, sid))["pattern_state"]["task_outputs"]
+        (await status_doc(store, sid))["pattern_state"]["task_outputs"]
 
 
 async def test_fork_before_a_human_step_waits_for_its_own_answer(
@@ -240,9 +239,9 @@ async def test_fork_before_a_human_step_waits_for_its_own_answer(
     await worker.start()
     await resume(store, fork, hitl_response="no")
     await wait_for(lambda: _status(store, fork, SessionStatus.COMPLETED), what="completion")
-    final = (await session_status(store, fork))["pattern_state"]["step_history"][-1]
+    final = (await status_doc(store, fork))["pattern_state"]["step_history"][-1]
     assert final["response"] == "a: final after no"
-    original = (await session_status(store, sid))["pattern_state"]["step_history"][-1]
+    original = (await status_doc(store, sid))["pattern_state"]["step_history"][-1]
     assert original["response"] == "a: final after yes"
 
 

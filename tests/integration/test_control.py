@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from helpers import StepBreakpoints, wait_for
+from helpers import StepBreakpoints, status_doc, wait_for
 from pattern_specs import CASES
 
 from strands_durable.errors import DurableError, InvalidTransition
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.control import cancel, pause, resume
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -67,7 +66,7 @@ async def test_hitl_pauses_then_resumes_with_the_answer(store: Store,
     sid, _ = await start_session(store, load_spec_text(HITL_SPEC.replace("TIMEOUT", "0"),
                                                        "hitl.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.PAUSED), what="HITL pause")
-    doc = await session_status(store, sid)
+    doc = await status_doc(store, sid)
     assert doc["paused_reason"].startswith("waiting for human input at step:1")
     assert doc["waiting"] == [{"step": "step:1", "prompt": "Approve the draft?",
                                "context_display": "Draft: a: draft it",
@@ -76,7 +75,7 @@ async def test_hitl_pauses_then_resumes_with_the_answer(store: Store,
         await resume(store, sid)
     await resume(store, sid, hitl_response="ship it")
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
-    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    history = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[1] == {"index": 1, "type": "hitl", "prompt": "Approve the draft?",
                           "response": "ship it", "tokens": 0}
     assert history[2]["response"] == "a: final after ship it / ship it"
@@ -87,7 +86,7 @@ async def test_hitl_timeout_applies_the_default(store: Store, consumer: StepCons
                                                        "hitl.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), timeout_s=20,
                    what="the default to be applied and the session to complete")
-    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    history = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[1]["response"] == "approved by default"
 
 
@@ -167,7 +166,7 @@ async def test_resume_after_failure_reruns_only_the_failed_step(
     started = Counter(f["step"] for _, f in await store.events(sid)
                       if f["type"] == "step_started")
     assert started == {"step:0": 1, "step:1": 1, "step:2": 2}
-    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    history = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[2]["response"] == "back up"
 
 
@@ -183,7 +182,7 @@ async def test_session_that_starts_with_a_human_step(store: Store,
     assert await store.redis.xlen(store.keys.stream(0)) == 0  # nothing for a worker to run
     await resume(store, sid, hitl_response="go")
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
-    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    history = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[-1]["response"] == "a: final after go / go"
 
 
@@ -219,7 +218,7 @@ async def test_failed_branch_fails_session_and_resume_reruns_only_it(
     breakpoints.set("two-branches", "branch:a:0")
     sid, _ = await start_session(store, load_spec_text(PARALLEL_SPEC, "par.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.FAILED), what="failure")
-    failed = await session_status(store, sid)
+    failed = await status_doc(store, sid)
     assert "step branch:b:0" in failed["error"] and "b is down" in failed["error"]
     assert failed["pattern_state"]["failed_branches"] == ["b"]
     # Branch a was running when b failed; what it commits meanwhile is kept, and its
@@ -233,7 +232,7 @@ async def test_failed_branch_fails_session_and_resume_reruns_only_it(
     fixed = PARALLEL_SPEC.replace('error: "b is down"', 'reply: "b is back"')
     await resume(store, sid, new_spec=load_spec_text(fixed, "par.yaml"))
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
-    done = await session_status(store, sid)
+    done = await status_doc(store, sid)
     assert done["pattern_state"]["completed_branches"] == ["a", "b"]
     assert done["pattern_state"]["failed_branches"] == []
     events = [f for _, f in await store.events(sid)]
@@ -260,7 +259,7 @@ async def test_graph_step_budget_pauses_and_set_lets_it_finish(
         await resume(store, sid)
     await resume(store, sid, budget_sets={"max_steps": 20})
     await wait_for(lambda: status_is(store, sid, SessionStatus.COMPLETED), what="completion")
-    status = await session_status(store, sid)
+    status = await status_doc(store, sid)
     assert status["pattern_state"]["iteration_counts"] == {"process": 3, "check": 3,
                                                            "finalize": 1}
     started = Counter(f["step"] for _, f in await store.events(sid)

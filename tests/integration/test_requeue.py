@@ -10,13 +10,12 @@ from collections.abc import Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
-from helpers import StepBreakpoints, wait_for
+from helpers import StepBreakpoints, status_doc, wait_for
 
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
 from strands_durable.models import Event, SessionStatus, StepJob
 from strands_durable.scheduler.operations.requeue import NothingToRequeue, requeue
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
@@ -132,7 +131,7 @@ async def test_failed_step_requeued_after_the_model_is_pulled_completes(
     assert "failed on attempt 1" in requeued[0]["detail"]
     started = Counter(f["step"] for f in events if f["type"] == "step_started")
     assert started == {"step:0": 1, "step:1": 1, "step:2": 2}  # nothing committed re-ran
-    history = (await session_status(store, sid))["pattern_state"]["step_history"]
+    history = (await status_doc(store, sid))["pattern_state"]["step_history"]
     assert history[2]["response"].startswith("ollama: write up")
     assert await store.failed_jobs(sid) == {}
     assert (await store.get_session(sid)).error is None

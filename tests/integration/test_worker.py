@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from helpers import StepBreakpoints, poll_until, wait_for
+from helpers import StepBreakpoints, poll_until, status_doc, wait_for
 
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.operations.status import session_status
 from strands_durable.scheduler.spec.loader import load_spec_text
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import CONSUMER_GROUP
@@ -48,7 +47,7 @@ async def test_failed_step_is_retried_then_fails_the_session_naming_it(
         store: Store, consumer: StepConsumer) -> None:
     sid, _ = await start_session(store, load_spec_text(SPEC, "flaky.yaml"))
     await wait_for(lambda: ended(store, sid), what="session to end")
-    status = await session_status(store, sid)
+    status = await status_doc(store, sid)
     assert status["status"] == "failed"
     assert "step step:2 (agent writer) failed on attempt 3" in status["error"]
     assert "upstream said no" in status["error"]
