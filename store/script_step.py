@@ -212,6 +212,22 @@ class ClaimSessionArgs:
     min_idle_ms: int
 
 
+# -- park_entry.lua -----------------------------------------------------------------
+@dataclass(frozen=True)
+class ParkEntryKeys:
+    stream: str
+    dead: str  # the shard's dead-letter stream
+
+
+@dataclass(frozen=True)
+class ParkEntryArgs:
+    group: str
+    consumer: str
+    entry_id: str
+    error: str
+    fields: str  # the entry's own fields, JSON object
+
+
 class StepScripts(ScriptLibrary):
     async def create(self, *, keys: CreateKeys, args: CreateArgs) -> list[Any]:
         """['created' | 'exists' | 'conflict', session id]."""
@@ -240,6 +256,10 @@ class StepScripts(ScriptLibrary):
     async def promote_timers(self, *, keys: PromoteTimersKeys, args: PromoteTimersArgs
                              ) -> int:
         return int(await self._call("promote_timers", keys, args) or 0)
+
+    async def park_entry(self, *, keys: ParkEntryKeys, args: ParkEntryArgs) -> int:
+        """1 if parked, 0 if the entry is no longer this consumer's."""
+        return int(await self._call("park_entry", keys, args) or 0)
 
     async def claim_session(self, *, keys: StreamKeys, args: ClaimSessionArgs) -> list[Any]:
         """[next cursor, [[entry id, flat fields], ...], at end 0/1]."""

@@ -38,6 +38,8 @@ from strands_durable.store.script_step import (
     FailStepKeys,
     GateArgs,
     GateKeys,
+    ParkEntryArgs,
+    ParkEntryKeys,
     PromoteTimersArgs,
     PromoteTimersKeys,
     ReleaseArgs,
@@ -210,14 +212,13 @@ class StepPath(StoreBase):
             args=PromoteTimersArgs(now_ms=now_ms, limit=limit, only_session=only))
 
     async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
-                              error: str) -> None:
-        """Park an entry that is not a step job at all (nothing to fail but the entry)."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            parked: dict[Any, Any] = {**fields, "entry": entry_id, "error": error}
-            pipe.xadd(self.keys.dead(shard), parked)
-            pipe.xack(self.keys.stream(shard), CONSUMER_GROUP, entry_id)
-            pipe.xdel(self.keys.stream(shard), entry_id)
-            await pipe.execute()
+                              error: str, consumer: str) -> bool:
+        """Park an entry that is not a step job at all (nothing to fail but the entry);
+        False if `consumer` no longer owns it."""
+        return bool(await self.scripts.park_entry(
+            keys=ParkEntryKeys(stream=self.keys.stream(shard), dead=self.keys.dead(shard)),
+            args=ParkEntryArgs(group=CONSUMER_GROUP, consumer=consumer, entry_id=entry_id,
+                               error=error, fields=dumps(fields))))
 
     async def add_event(self, session_id: str, event: Event) -> None:
         await self.redis.xadd(self.keys.events(session_id), event.to_fields(),  # type: ignore[arg-type]

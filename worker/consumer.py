@@ -212,7 +212,8 @@ class StepConsumer:
         try:
             job = StepJob.from_json(fields["job"])
         except (KeyError, ValueError, TypeError) as exc:
-            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}")
+            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}",
+                                            self.name)
             return
         at = now_iso()
         error = (f"step {job.key} (agent {job.agent}) was delivered {deliveries} times without "

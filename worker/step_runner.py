@@ -90,7 +90,8 @@ class StepRunner:
         except (KeyError, ValueError, TypeError) as exc:
             log.error("entry %s on shard %d is not a step job (%s); dead-lettering it",
                       entry_id, shard, exc)
-            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}")
+            await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}",
+                                            self.consumer)
             metrics.dead_lettered()
             return
         self.running[entry_id] = job

@@ -174,3 +174,29 @@ async def test_a_step_at_a_breakpoint_keeps_its_lease_until_cleared(
     assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
     assert len(breakpoints.hits("flaky", "step:1")) == 1
     assert not await reclaimed()
+
+
+async def test_an_entry_that_is_no_step_job_is_parked_raw_and_leaves_the_stream(
+        store: Store, consumer: StepConsumer) -> None:
+    keys = store.keys
+    entry = await store.redis.xadd(keys.stream(0), {"junk": "1", "error": "forged"})
+
+    async def parked() -> list[tuple[str, dict[str, str]]] | None:
+        return await store.redis.xrange(keys.dead(0)) or None
+
+    ((_, fields),) = await wait_for(parked, what="the junk entry on the dead-letter stream")
+    assert fields["junk"] == "1" and fields["entry"] == entry
+    assert fields["error"].startswith("not a step job")  # the entry's own 'error' is not kept
+    assert await store.redis.xlen(keys.stream(0)) == 0
+
+
+async def test_a_worker_that_lost_the_entry_parks_nothing(store: Store) -> None:
+    keys = store.keys
+    entry = await store.redis.xadd(keys.stream(0), {"junk": "1"})
+    await store.redis.xreadgroup(CONSUMER_GROUP, "owner", {keys.stream(0): ">"}, count=1)
+    assert not await store.dead_letter_raw(0, entry, {"junk": "1"}, "not a step job", "zombie")
+    assert await store.redis.xlen(keys.dead(0)) == 0
+    assert await store.redis.xlen(keys.stream(0)) == 1
+    assert await store.dead_letter_raw(0, entry, {"junk": "1"}, "not a step job", "owner")
+    assert await store.redis.xlen(keys.dead(0)) == 1
+    assert await store.redis.xlen(keys.stream(0)) == 0
