@@ -10,14 +10,17 @@ from fastapi import APIRouter, Body, Path
 from strands_durable.api.deps import StoreDep
 from strands_durable.api.schemas import (
     MAX_CHECKPOINT,
-    CheckpointDetail,
     CheckpointList,
     RequeueRequest,
     RequeueResponse,
     SessionIdPath,
     error_responses,
 )
-from strands_durable.scheduler.operations.checkpoints import get_checkpoint, list_checkpoints
+from strands_durable.scheduler.operations.checkpoints import (
+    CheckpointDetail,
+    get_checkpoint,
+    list_checkpoints,
+)
 from strands_durable.scheduler.operations.requeue import requeue as do_requeue
 
 router = APIRouter(prefix="/v1/sessions", tags=["operations"])
@@ -26,14 +29,13 @@ router = APIRouter(prefix="/v1/sessions", tags=["operations"])
 @router.get("/{session_id}/checkpoints", response_model=CheckpointList)
 async def checkpoints(session_id: SessionIdPath, store: StoreDep) -> CheckpointList:
     """Every checkpoint (one per commit), numbered from 1: type, step, time, clean or not."""
-    items: list[Any] = await list_checkpoints(store, session_id)
-    return CheckpointList.model_validate({"items": items})
+    return CheckpointList(items=await list_checkpoints(store, session_id))
 
 
 @router.get("/{session_id}/checkpoints/{n}", response_model=CheckpointDetail,
             responses=error_responses(404, e404="No such session or checkpoint"))
 async def checkpoint(session_id: SessionIdPath, n: Annotated[int, Path(ge=1, le=MAX_CHECKPOINT)],
-                     store: StoreDep) -> dict[str, Any]:
+                     store: StoreDep) -> CheckpointDetail:
     """Checkpoint n in full: the pattern_state and token usage at that point."""
     return await get_checkpoint(store, session_id, n)
 

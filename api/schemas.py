@@ -10,7 +10,8 @@ from fastapi import Header, Path
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from strands_durable.errors import InvalidId
-from strands_durable.models import SessionStatus, TokenUsage
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.checkpoints import Checkpoint
 from strands_durable.scheduler.operations.status import SessionSummary
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.store.keys import (
@@ -193,34 +194,6 @@ class ForkResponse(BaseModel):
     forked_from: str
     checkpoint: int
     status: str
-
-
-class Checkpoint(BaseModel):
-    """One commit (seed 002): clean when it and all before it committed at the first
-    attempt with no failure, retry, re-claim or requeue."""
-
-    model_config = ConfigDict(extra="allow")
-
-    n: int
-    type: str
-    step: str
-    attempt: int
-    agent: str
-    at: str
-    status: str
-    clean: bool
-    tokens: int
-    tokens_total: int
-    resumable: bool = Field(description="Something follows it: a fork can start here.")
-    description: str
-
-
-class CheckpointDetail(Checkpoint):
-    session_id: str
-    state: dict[str, Any] = Field(description="The stored pattern_state at this point.")
-    pattern_state: dict[str, Any] = Field(description="Its view, as the status shows it.")
-    token_usage: TokenUsage
-    steps_committed: int
 
 
 class CheckpointList(BaseModel):

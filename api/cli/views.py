@@ -128,9 +128,9 @@ def checkpoints(
         table = Table(show_header=False, box=None)
         for key in ("n", "type", "step", "attempt", "agent", "at", "status", "clean",
                     "tokens_total", "steps_committed"):
-            table.add_row(f"[bold]{key}[/bold]", escape(str(doc[key])))
+            table.add_row(f"[bold]{key}[/bold]", escape(str(getattr(doc, key))))
         out.print(table)
-        out.print_json(data=doc["pattern_state"])
+        out.print_json(data=doc.pattern_state)
         return
     docs = run_async(with_store(lambda store: list_checkpoints(store, session_id)))
     if as_json:
@@ -138,9 +138,8 @@ def checkpoints(
         return
     table = Table("n", "at", "type", "step", "agent", "attempt", "status", "clean", "tokens")
     for d in docs:
-        table.add_row(str(d["n"]), d["at"], d["type"], d["step"], d["agent"],
-                      str(d["attempt"]), d["status"], "yes" if d["clean"] else "no",
-                      str(d["tokens_total"]))
+        table.add_row(str(d.n), d.at, d.type, d.step, d.agent, str(d.attempt), d.status,
+                      "yes" if d.clean else "no", str(d.tokens_total))
     out.print(table)
 
 

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from strands_durable.errors import Conflict, NotFound, SpecError, TemplateError
 from strands_durable.models import (
     Event,
@@ -68,17 +70,45 @@ class ForkError(Conflict):
     code = "fork_refused"
 
 
+class Checkpoint(BaseModel):
+    """One commit (seed 002): clean when it and all before it committed at the first
+    attempt with no failure, retry, re-claim or requeue."""
+
+    model_config = ConfigDict(extra="allow")
+
+    n: int
+    type: str
+    step: str
+    attempt: int
+    agent: str
+    at: str
+    status: str
+    clean: bool
+    tokens: int
+    tokens_total: int
+    resumable: bool = Field(description="Something follows it: a fork can start here.")
+    description: str
+
+
+class CheckpointDetail(Checkpoint):
+    session_id: str
+    state: dict[str, Any] = Field(description="The stored pattern_state at this point.")
+    pattern_state: dict[str, Any] = Field(description="Its view, as the status shows it.")
+    token_usage: TokenUsage
+    steps_committed: int
+
+
 # -- pure ---------------------------------------------------------------------------
 def unclean_steps(events: Sequence[tuple[str, Mapping[str, str]]]) -> set[str]:
     return {f.get("step", "") for _, f in events if f.get("type") in UNCLEAN_EVENTS}
 
 
 def describe(raws: Sequence[Mapping[str, Any]], results: Sequence[StepResult],
-             unclean: set[str]) -> list[dict[str, Any]]:
+             unclean: set[str]) -> list[Checkpoint]:
     """The listing: one entry per checkpoint, numbered from 1. A checkpoint is clean when
     it and every one before it committed at the first attempt with no failure, retry,
     re-claim or requeue of its step (seed 002's is_clean)."""
-    out: list[dict[str, Any]] = []
+    out: list[Checkpoint] = []
     clean = True
     tokens = 0
     by_key = {r.key: r for r in results}
@@ -89,15 +119,15 @@ def describe(raws: Sequence[Mapping[str, Any]], results: Sequence[StepResult],
         clean = clean and bool(raw.get("clean", True)) and attempt == 1 and step not in unclean
         tokens += result.tokens if result else 0
         status = str(raw.get("status", ""))
-        out.append({
-            "n": n, "type": raw.get("type", "step"), "step": step, "attempt": attempt,
-            "agent": result.agent if result else "", "at": raw.get("at", ""),
-            "status": status, "clean": clean,
-            "tokens": result.tokens if result else 0, "tokens_total": tokens,
+        out.append(Checkpoint(
+            n=n, type=str(raw.get("type", "step")), step=step, attempt=attempt,
+            agent=result.agent if result else "", at=str(raw.get("at", "")),
+            status=status, clean=clean,
+            tokens=result.tokens if result else 0, tokens_total=tokens,
             # A fork needs something to follow the checkpoint.
-            "resumable": status != SessionStatus.COMPLETED.value,
-            "description": f"{step} committed (attempt {attempt}); session {status}",
-        })
+            resumable=status != SessionStatus.COMPLETED.value,
+            description=f"{step} committed (attempt {attempt}); session {status}",
+        ))
     return out
 
 
@@ -225,7 +255,7 @@ async def _history(store: Store, session_id: str, n: int
     return raws, await store.results_of(session_id, order)
 
 
-async def list_checkpoints(store: Store, session_id: str) -> list[dict[str, Any]]:
+async def list_checkpoints(store: Store, session_id: str) -> list[Checkpoint]:
     """Every checkpoint, numbered 1..n: n, type, step, attempt, agent, at, status, clean,
     tokens, tokens_total, resumable, description. SessionNotFound."""
     await store.get_session(session_id)
@@ -234,7 +264,7 @@ async def list_checkpoints(store: Store, session_id: str) -> list[dict[str, Any]
     return describe(raws, results, unclean_steps(await store.events(session_id)))
 
 
-async def get_checkpoint(store: Store, session_id: str, n: int) -> dict[str, Any]:
+async def get_checkpoint(store: Store, session_id: str, n: int) -> CheckpointDetail:
     """Checkpoint n as listed, plus `state` (stored pattern_state), `pattern_state` (its
     view, as `status` shows it) and `token_usage` at that point.
     SessionNotFound, CheckpointNotFound."""
@@ -246,9 +276,9 @@ async def get_checkpoint(store: Store, session_id: str, n: int) -> dict[str, Any
     state = dict(raws[-1].get("state") or {})
     ctx = PlanContext(spec=spec, variables=record.variables, state=state,
                       results=OrderedDict((r.key, r) for r in results), session_id=session_id)
-    return {**entry, "session_id": session_id, "state": state,
-            "pattern_state": planner_for(record.pattern_type).view(ctx),
-            "token_usage": token_usage(results).model_dump(), "steps_committed": n}
+    return CheckpointDetail(**entry.model_dump(), session_id=session_id, state=state,
+                            pattern_state=planner_for(record.pattern_type).view(ctx),
+                            token_usage=token_usage(results), steps_committed=n)
 
 
 async def fork_from_checkpoint(store: Store, session_id: str, n: int, *,
@@ -282,7 +312,7 @@ async def fork_from_checkpoint(store: Store, session_id: str, n: int, *,
                                        new_sid, n)
     except ForkError as exc:
         raise ForkError(f"session {session_id}: {exc}") from None
-    clean = [entry["clean"] for entry in describe(raws, results, unclean)]
+    clean = [entry.clean for entry in describe(raws, results, unclean)]
     fork = fork_record(original, n=n, raws=raws, results=results, lanes=lanes, plan=plan,
                        variables=merged_vars, budget_overrides=overrides, clean=clean,
                        at=now_iso(), at_ms=now_ms())

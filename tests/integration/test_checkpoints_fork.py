@@ -143,7 +143,7 @@ async def session_keys(store: Store, sid: str) -> dict[str, object]:
 
 async def test_listing_and_one_checkpoint(store: Store, worker: Worker) -> None:
     sid = await run_to_end(store, worker, CHAIN.replace(" BUDGETS", ""))
-    listed = await list_checkpoints(store, sid)
+    listed = [c.model_dump(mode="json") for c in await list_checkpoints(store, sid)]
     assert [(c["n"], c["step"], c["agent"], c["status"]) for c in listed] == [
         (1, "step:0", "a", "running"), (2, "step:1", "b", "running"),
         (3, "step:2", "a", "running"), (4, "step:3", "b", "completed")]
@@ -153,7 +153,7 @@ async def test_listing_and_one_checkpoint(store: Store, worker: Worker) -> None:
     assert [c["resumable"] for c in listed] == [True, True, True, False]
 
     full = (await status_doc(store, sid))["pattern_state"]
-    two = await get_checkpoint(store, sid, 2)
+    two = (await get_checkpoint(store, sid, 2)).model_dump(mode="json")
     assert two["pattern_state"] == {"current_step": 2,
                                     "step_history": full["step_history"][:2]}
     assert two["state"] == {"current_step": 2} and two["steps_committed"] == 2
@@ -167,7 +167,7 @@ async def test_fork_reproduces_the_state_at_the_checkpoint_and_runs_the_rest(
         store: Store, worker: Worker) -> None:
     sid = await run_to_end(store, worker, CHAIN.replace(" BUDGETS", ""))
     original_before = await session_keys(store, sid)
-    at_two = await get_checkpoint(store, sid, 2)
+    at_two = (await get_checkpoint(store, sid, 2)).model_dump(mode="json")
 
     fork = await fork_from_checkpoint(store, sid, 2, variables={"topic": "volcanoes"})
     assert fork != sid
@@ -177,7 +177,7 @@ async def test_fork_reproduces_the_state_at_the_checkpoint_and_runs_the_rest(
     assert doc["pattern_state"] == at_two["pattern_state"]
     assert doc["token_usage"] == at_two["token_usage"]
     assert doc["steps_committed"] == 2 and doc["variables"] == {"topic": "volcanoes"}
-    assert [c["step"] for c in await list_checkpoints(store, fork)] == ["step:0", "step:1"]
+    assert [c.step for c in await list_checkpoints(store, fork)] == ["step:0", "step:1"]
     for lane in ("a", "b"):  # each conversation cut where it stood at checkpoint 2
         assert await store.conversation(fork, lane, 100) == \
             (await store.conversation(sid, lane, 100))[:2]
@@ -207,7 +207,7 @@ async def test_fork_reproduces_the_state_at_the_checkpoint_and_runs_the_rest(
 async def test_fork_of_a_dag_runs_the_steps_in_flight_at_the_checkpoint(
         store: Store, worker: Worker) -> None:
     sid = await run_to_end(store, worker, WORKFLOW)
-    first = (await list_checkpoints(store, sid))[0]["step"]  # left or right, whichever won
+    first = (await list_checkpoints(store, sid))[0].step  # left or right, whichever won
     fork = await fork_from_checkpoint(store, sid, 1)
     assert (await store.get_session(fork)).state["in_flight"] == [
         "right" if first == "task:left" else "left"]
@@ -268,10 +268,10 @@ async def test_clean_flags_and_a_fork_of_a_failed_session(
     # The original, requeued, is clean up to the failure and not after it.
     await requeue(store, sid)
     await wait_for(lambda: ended(store, sid), what="the original to end")
-    flags = [(c["step"], c["clean"]) for c in await list_checkpoints(store, sid)]
+    flags = [(c.step, c.clean) for c in await list_checkpoints(store, sid)]
     assert flags == [("step:0", True), ("step:1", False), ("step:2", False),
                      ("step:3", False)]
-    assert all(c["clean"] for c in await list_checkpoints(store, fork))
+    assert all(c.clean for c in await list_checkpoints(store, fork))
 
 
 async def test_bad_forks_are_refused_and_create_nothing(store: Store, worker: Worker) -> None:
