@@ -32,6 +32,7 @@ from strands_durable.store.store import CommitRequest, Store
 from strands_durable.worker import retry_policy
 from strands_durable.worker.execute import StepExecutor, StepOutput
 from strands_durable.worker.faults import Breakpoints, CrashPoints
+from strands_durable.worker.providers.transient import permanent_cause
 
 log = logging.getLogger("durable.worker")
 
@@ -247,9 +248,12 @@ class StepRunner:
 
     async def _fail(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                     exc: BaseException) -> None:
+        permanent = permanent_cause(exc)
         retryable = not isinstance(exc, (TemplateError, SpecError)) and not (
-            isinstance(exc, StepFailed) and not exc.retryable)
+            isinstance(exc, StepFailed) and not exc.retryable) and permanent is None
         problem = exc.problem if isinstance(exc, StepFailed) else _describe(exc)
+        if permanent is not None:
+            problem = f"{permanent} ({problem})"
         policy = spec.runtime.failure_policy
         decision = retry_policy.decide(
             retries=policy.retries, strategy=policy.backoff, wait_min=policy.wait_min,

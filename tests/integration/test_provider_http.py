@@ -16,8 +16,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from helpers import wait_for
 
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
+from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.providers import ModelConfig, build_model
 
 REPLY_PARTS = ["Hello", " from", " the fake", " server"]
@@ -271,3 +277,65 @@ def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content)
+
+
+PERMANENT_SPEC = """
+version: 0
+name: rejected
+runtime:
+  provider: openai
+  model_id: gpt-4o
+  host: {host}
+  failure_policy: {{retries: 3, backoff: constant, wait_min: 0, wait_max: 0}}
+agents:
+  writer: {{prompt: "You write."}}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {{agent: writer, input: "hello"}}
+"""
+
+
+@pytest.mark.parametrize(("status", "cause"), [
+    (401, "HTTP 401: the credentials are missing or were rejected"),
+    (404, "HTTP 404: the model (or endpoint) was not found"),
+])
+async def test_a_permanent_provider_error_fails_the_step_at_once_naming_the_cause(
+        status: int, cause: str, fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch,
+        store: Store, consumer: StepConsumer) -> None:
+    """Durable retries are for what may change: a rejected key or a missing model fails
+    the step on its first attempt, saying why."""
+    _provider_cfg("openai", fake_llm, monkeypatch)  # skips without the SDK; sets the key
+    fake_llm.failures = [status] * 10
+    spec = load_spec_text(PERMANENT_SPEC.format(host=fake_llm.url("/v1")), "rejected.yaml")
+    sid, _ = await start_session(store, spec)
+
+    async def failed() -> bool:
+        return (await store.get_session(sid)).status == SessionStatus.FAILED
+
+    await wait_for(failed, what="the session to fail")
+    record = await store.get_session(sid)
+    assert cause in (record.error or "")
+    kinds = [f["type"] for _, f in await store.events(sid)]
+    # One attempt: no durable retry (the SDK's own transport retries are its business;
+    # test_permanent_errors_are_not_retried pins that ours add none).
+    assert kinds.count("step_failed") == 1 and "step_retried" not in kinds, kinds
+    assert fake_llm.requests
+
+
+async def test_a_transient_provider_error_still_gets_the_durable_retries(
+        fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, store: Store,
+        consumer: StepConsumer) -> None:
+    _provider_cfg("openai", fake_llm, monkeypatch)
+    fake_llm.failures = [503] * 100  # more than the in-place retries of every attempt
+    spec = load_spec_text(PERMANENT_SPEC.format(host=fake_llm.url("/v1")).replace(
+        "retries: 3", "retries: 1"), "flaky.yaml")
+    sid, _ = await start_session(store, spec)
+
+    async def failed() -> bool:
+        return (await store.get_session(sid)).status == SessionStatus.FAILED
+
+    await wait_for(failed, timeout_s=120, what="the session to fail")
+    kinds = [f["type"] for _, f in await store.events(sid)]
+    assert kinds.count("step_failed") == 2 and kinds.count("step_retried") == 1

@@ -17,6 +17,7 @@ from strands_durable.worker.providers import (
     is_transient,
 )
 from strands_durable.worker.providers.scripted import ScriptedModel
+from strands_durable.worker.providers.transient import permanent_cause
 
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 77}
 
@@ -330,6 +331,67 @@ def _botocore_cases() -> list[Any]:
 @pytest.mark.parametrize(("error", "expected"), _transient_cases())
 def test_is_transient(error: BaseException, expected: bool) -> None:
     assert is_transient(error) is expected
+
+
+@pytest.mark.parametrize(("error", "expected"), _transient_cases())
+def test_a_transient_error_is_never_permanent(error: BaseException, expected: bool) -> None:
+    if expected:
+        assert permanent_cause(error) is None
+
+
+def _permanent_cases() -> list[Any]:
+    import httpx
+
+    request = httpx.Request("POST", "http://127.0.0.1/x")
+
+    def status(code: int) -> BaseException:
+        response = httpx.Response(code, request=request)
+        return httpx.HTTPStatusError("status", request=request, response=response)
+
+    cases: list[Any] = [
+        pytest.param(ProviderError("no model_id"), "misconfigured", id="provider-error"),
+        pytest.param(status(401), "HTTP 401: the credentials are missing or were rejected",
+                     id="httpx-401"),
+        pytest.param(status(404), "HTTP 404: the model (or endpoint) was not found",
+                     id="httpx-404"),
+        pytest.param(_chained(RuntimeError("outer"), status(403)), "HTTP 403", id="wrapped-403"),
+        pytest.param(_named("NoCredentialsError", "botocore.exceptions"),
+                     "no AWS credentials", id="aws-no-credentials-by-name"),
+        # Unknown or transient: the durable retry policy decides, as before.
+        pytest.param(status(503), None, id="httpx-503"),
+        pytest.param(status(429), None, id="httpx-429"),
+        pytest.param(ValueError("nope"), None, id="value-error"),
+        pytest.param(ConnectionRefusedError(), None, id="connection-refused"),
+    ]
+    if importlib.util.find_spec("botocore") is not None:
+        from botocore.exceptions import ClientError
+
+        def client_error(code: str) -> BaseException:
+            return ClientError({"Error": {"Code": code, "Message": code}}, "ConverseStream")
+
+        cases += [
+            pytest.param(client_error("AccessDeniedException"), "AccessDeniedException",
+                         id="aws-denied"),
+            pytest.param(client_error("ResourceNotFoundException"), "model was not found",
+                         id="aws-no-model"),
+            pytest.param(client_error("ThrottlingException"), None, id="aws-throttling"),
+        ]
+    if importlib.util.find_spec("ollama") is not None:
+        import ollama
+
+        cases.append(pytest.param(ollama.ResponseError("model not found", 404), "HTTP 404",
+                                  id="ollama-404"))
+    return cases
+
+
+@pytest.mark.parametrize(("error", "expected"), _permanent_cases())
+def test_permanent_cause_names_why_no_retry_can_help(error: BaseException,
+                                                     expected: str | None) -> None:
+    cause = permanent_cause(error)
+    if expected is None:
+        assert cause is None
+    else:
+        assert cause is not None and expected in cause
 
 
 # --- one list of providers ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Which provider errors are worth retrying in place (the caller owns the retry loop;
-see worker/agent_call.py): matched by HTTP status, AWS error code, or class name, so
-the check works whether or not a provider's SDK is installed."""
+see worker/agent_call.py), and which are permanent, so that the step fails at once
+instead of spending the durable retries on them: matched by HTTP status, AWS error code,
+or class name, so the checks work whether or not a provider's SDK is installed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 
 from strands_durable.errors import ProviderError
 
-__all__ = ["is_transient"]
+__all__ = ["is_transient", "permanent_cause"]
 
 # HTTP statuses worth a retry: timeout, rate limit, server trouble (not 501/505,
 # which will not change on a retry), Anthropic's 529 "overloaded".
@@ -52,22 +53,68 @@ _TRANSIENT_AWS_CODES = frozenset(
 _NEVER_TRANSIENT_NAMES = frozenset({"ContextWindowOverflowException", "MaxTokensReachedException"})
 
 
+# HTTP statuses that no retry changes, and what they mean for a model call.
+_PERMANENT_STATUS = {
+    400: "the request was rejected as invalid",
+    401: "the credentials are missing or were rejected",
+    403: "the credentials may not use this model",
+    404: "the model (or endpoint) was not found",
+    422: "the request was rejected as invalid",
+}
+_PERMANENT_AWS_CODES = {
+    "AccessDeniedException": "the credentials may not use this model",
+    "UnrecognizedClientException": "the credentials were rejected",
+    "InvalidSignatureException": "the credentials were rejected",
+    "ExpiredTokenException": "the credentials have expired",
+    "ValidationException": "the request was rejected as invalid",
+    "ResourceNotFoundException": "the model was not found",
+}
+_PERMANENT_NAMES = {
+    "NoCredentialsError": "no AWS credentials were found",
+    "AuthenticationError": "the credentials are missing or were rejected",
+    "PermissionDeniedError": "the credentials may not use this model",
+}
+
+
+def permanent_cause(exc: BaseException) -> str | None:
+    """Why `exc` (or an exception it wraps) can never succeed on a retry, or None."""
+    for error in _chain_all(exc):
+        if isinstance(error, ProviderError):
+            return "the provider is misconfigured"
+        status = _status_code(error)
+        if status in _PERMANENT_STATUS:
+            return f"permanent provider error, HTTP {status}: {_PERMANENT_STATUS[status]}"
+        aws_code = _aws_error_code(error)
+        if aws_code in _PERMANENT_AWS_CODES:
+            return f"permanent provider error, {aws_code}: {_PERMANENT_AWS_CODES[aws_code]}"
+        for klass in type(error).__mro__:
+            if klass.__name__ in _PERMANENT_NAMES:
+                return f"permanent provider error: {_PERMANENT_NAMES[klass.__name__]}"
+    return None
+
+
+def _chain_all(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it explicitly wraps (`raise ... from`, Strands' EventLoopException)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        wrapped = getattr(current, "original_exception", None)
+        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+
+
 def is_transient(exc: BaseException) -> bool:
     """True if `exc` (or an exception it wraps) is a provider error worth retrying."""
     return any(_is_transient_one(error) for error in _chain(exc))
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """`exc`, then what it explicitly wraps (`raise ... from`, Strands' EventLoopException)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ProviderError) or type(current).__name__ in _NEVER_TRANSIENT_NAMES:
+    """The chain up to the first error that is never transient, whatever it wraps."""
+    for error in _chain_all(exc):
+        if isinstance(error, ProviderError) or type(error).__name__ in _NEVER_TRANSIENT_NAMES:
             return
-        seen.add(id(current))
-        yield current
-        wrapped = getattr(current, "original_exception", None)
-        current = wrapped if isinstance(wrapped, BaseException) else current.__cause__
+        yield error
 
 
 def _is_transient_one(exc: BaseException) -> bool:
