@@ -84,6 +84,7 @@ class StepConsumer:
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
+        await self.runner.executor.close()  # MCP server processes end with the worker
         with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
             await self.store.forget_heartbeats([self.name])
             # Leave the group too, unless steps handed back are still pending under us.
@@ -197,6 +198,12 @@ class StepConsumer:
         return spawned
 
     async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> bool:
+        if entry_id in self.runner.running:
+            # Our own step, still running: its lease lapsed while this event loop was
+            # busy (a slow import, a long render), and the claim renewed it. Running it
+            # twice in one consumer would pass every fence: leave it to the running one.
+            log.info("entry %s: lease lapsed while it ran here; renewed, not re-run", entry_id)
+            return False
         deliveries = await self.store.deliveries(shard, entry_id) or 1
         if deliveries > self.settings.max_deliveries:
             await self._dead_letter(shard, entry_id, fields, deliveries)
