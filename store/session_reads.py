@@ -60,8 +60,9 @@ class SessionReads(StoreBase):
             return []
         raw = await self.redis.lrange(self.keys.conversation(session_id, lane), -window, -1)
         messages = [json.loads(m) for m in raw]
-        # A restored history must open with a user turn: drop a dangling assistant head.
-        while messages and messages[0].get("role") != "user":
+        # A restored history must open with a user's prompt: drop a dangling head (an
+        # assistant turn, or tool results whose tool use the window cut off).
+        while messages and not _opens_a_turn(messages[0]):
             messages.pop(0)
         return messages
 
@@ -140,3 +141,8 @@ class SessionReads(StoreBase):
             return []
         return [as_str(x) for x in
                 await self.redis.lrange(self.keys.conversation(session_id, lane), 0, length - 1)]
+
+
+def _opens_a_turn(message: dict[str, Any]) -> bool:
+    return message.get("role") == "user" and not any(
+        "toolResult" in block for block in message.get("content", []))
