@@ -167,6 +167,12 @@ class EventOut(BaseModel):
     worker: str = ""
     at: str = ""
     detail: str | None = None
+    tool: str | None = Field(default=None, description="Tool call events: the tool's name.")
+    call: int | None = Field(default=None, description="Tool call events: the call's "
+                             "ordinal within the step (1-based).")
+    outcome: str | None = Field(default=None, description="tool_call_completed: ok, error "
+                                "or timeout.")
+    duration_ms: float | None = None
 
 
 class EventPage(BaseModel):

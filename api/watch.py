@@ -42,6 +42,7 @@ class StepRow:
     tokens: int | None = None
     duration_s: float | None = None
     detail: str = ""
+    tool_calls: int = 0  # completed tool calls seen in this step's events
 
 
 def step_rows(events: Sequence[tuple[str, dict[str, str]]], results: Sequence[StepResult]
@@ -52,6 +53,9 @@ def step_rows(events: Sequence[tuple[str, dict[str, str]]], results: Sequence[St
     for _, f in events:
         state = STEP_STATE.get(f.get("type", ""))
         step = f.get("step", "")
+        if f.get("tool") and step in rows:
+            rows[step] = _with_tool_call(rows[step], f)
+            continue
         if state is None or not step:
             continue
         row = rows.get(step) or StepRow(step, state, 0)
@@ -66,6 +70,14 @@ def step_rows(events: Sequence[tuple[str, dict[str, str]]], results: Sequence[St
     done = {r.key for r in results}
     return [rows[r.key] for r in results] + [row for key, row in rows.items()
                                              if key not in done]
+
+
+def _with_tool_call(row: StepRow, f: dict[str, str]) -> StepRow:
+    """A tool call's event: the step's detail says which tool runs or how it ended."""
+    done = f.get("type") == "tool_call_completed"
+    calls = row.tool_calls + done
+    what = f"{f['tool']} #{f.get('call', '?')} " + (f.get("outcome", "") if done else "running")
+    return replace(row, tool_calls=calls, detail=f"tool calls: {calls}, last {what}")
 
 
 def render(record: SessionRecord, rows: Sequence[StepRow]) -> Group:

@@ -45,6 +45,8 @@ class EventType(StrEnum):
     SESSION_FAILED = "session_failed"
     SESSION_CANCELLED = "session_cancelled"
     SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/role/watchdog.py)
+    TOOL_CALL_STARTED = "tool_call_started"
+    TOOL_CALL_COMPLETED = "tool_call_completed"
 
     @classmethod
     def session_became(cls, status: SessionStatus) -> EventType:
@@ -138,6 +140,18 @@ class Event:
     worker: str = ""
     at: str = ""
     detail: str = ""
+    # Tool call events only (left out of other events' fields): the tool, the call's
+    # ordinal within the step, its outcome (ok | error | timeout) and duration.
+    tool: str = ""
+    call: int = 0
+    outcome: str = ""
+    duration_ms: float | None = None
 
     def to_fields(self) -> dict[str, str]:
-        return {k: str(v) for k, v in asdict(self).items()}
+        fields = {"type": str(self.type), "step": self.step, "attempt": str(self.attempt),
+                  "worker": self.worker, "at": self.at, "detail": self.detail}
+        if self.tool:
+            fields.update(tool=self.tool, call=str(self.call), outcome=self.outcome)
+            if self.duration_ms is not None:
+                fields["duration_ms"] = f"{self.duration_ms:.1f}"
+        return fields

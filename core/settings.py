@@ -43,7 +43,64 @@ def current_limits() -> Limits:
     return Limits()
 
 
-class DurableSettings(Limits):
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+class ToolPolicy(BaseSettings):
+    """What a spec's tools may do on this fleet, set by the operator (never by a spec).
+    Read where specs are checked (API, CLI) and where tools run (workers): set it alike."""
+
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    # Import-path prefixes of python tools beyond the native ones (comma-separated).
+    tool_modules: str = ""
+    # A tool call that runs longer is a tool error the model sees.
+    tool_timeout_s: float = Field(default=120.0, gt=0, le=86_400, allow_inf_nan=False)
+    # The one directory the file tools (file_read, file_write, grep, ...) may touch;
+    # empty: they refuse every path.
+    tool_files_dir: str = ""
+    # Hosts (name, IP or CIDR) the HTTP tools may reach although they are private,
+    # loopback or link-local (comma-separated); public addresses need no entry.
+    tool_http_allow: str = ""
+    # Environment variables a spec's headers may name as ${VAR} (comma-separated).
+    tool_secrets: str = ""
+    # Commands a spec's stdio MCP servers may start (comma-separated, exact match).
+    mcp_commands: str = ""
+    # python_exec runs the model's code on the worker: off unless the operator says so.
+    tool_python_exec: bool = False
+
+    @property
+    def module_prefixes(self) -> tuple[str, ...]:
+        return _names(self.tool_modules)
+
+    @property
+    def http_allow(self) -> tuple[str, ...]:
+        return _names(self.tool_http_allow)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return _names(self.tool_secrets)
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        return _names(self.mcp_commands)
+
+    def allows_module(self, path: str) -> bool:
+        """A prefix allows itself and what is below it (`acme.tools` allows
+        `acme.tools.search`, not `acme.toolshed`)."""
+        return any(path == prefix or path.startswith(prefix.rstrip(".") + ".")
+                   or path.startswith(prefix.rstrip(".") + ":")
+                   for prefix in self.module_prefixes)
+
+
+@lru_cache(maxsize=1)
+def current_tool_policy() -> ToolPolicy:
+    """This process's tool policy, read from the environment once."""
+    return ToolPolicy()
+
+
+class DurableSettings(Limits, ToolPolicy):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # repr=False: a settings object in a log or traceback never shows the password.
@@ -97,7 +154,7 @@ class DurableSettings(Limits):
     api_token: str | None = Field(default=None, repr=False)
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
-        default="", pattern=r"^((after_gate|before_commit|after_commit):[1-9][0-9]*)?$")
+        default="", pattern=r"^((after_gate|before_commit|after_commit|after_tool):[1-9][0-9]*)?$")
     # Tests only: stop steps at breakpoints set as files in this directory (worker/faults.py).
     breakpoint_dir: str = ""
 

@@ -155,6 +155,19 @@ class Keys:
     def artifacts(self, session_id: str) -> str:
         return f"{self._s(session_id)}:artifacts"
 
+    def journal(self, session_id: str, step: str) -> str:
+        """A running step's journal: its model turns and tool results so far (a hash,
+        fields m1.. and t1..), replayed when the step runs again, dropped at commit."""
+        return f"{self.journal_prefix(session_id)}{step}"
+
+    def journal_prefix(self, session_id: str) -> str:
+        """What every step journal's key starts with (delete.lua appends each step)."""
+        return f"{self._s(session_id)}:journal:"
+
+    def journals(self, session_id: str) -> str:
+        """Set of the steps that have a journal, so delete finds them all."""
+        return f"{self._s(session_id)}:journals"
+
     def checkpoints(self, session_id: str) -> str:
         return f"{self._s(session_id)}:checkpoints"
 
@@ -172,6 +185,7 @@ class Keys:
             self.order(session_id),
             self.events(session_id),
             self.conversations(session_id),
+            self.journals(session_id),
             self.artifacts(session_id),
             self.checkpoints(session_id),
             self.failed_jobs(session_id),

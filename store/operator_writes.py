@@ -120,15 +120,18 @@ class OperatorWrites(StoreBase):
         idem, spec_hash = await self.redis.hmget(k.meta(session_id),
                                                  ["idempotency_key", "spec_hash"])
         others = tuple(key for key in k.session_keys(session_id)
-                       if key not in (k.meta(session_id), k.conversations(session_id)))
+                       if key not in (k.meta(session_id), k.conversations(session_id),
+                                      k.journals(session_id)))
         deleted = await self.scripts.delete(
             keys=DeleteKeys(meta=k.meta(session_id), conversations=k.conversations(session_id),
+                            journals=k.journals(session_id),
                             idempotency=k.stored_idempotency(shard, as_str(idem) or "-"),
                             spec_index=k.index_spec(shard, as_str(spec_hash) or NO_SPEC_HASH),
                             others=others, index=self._index(shard)),
             args=DeleteArgs(session_id=session_id,
                             conversation_prefix=k.conversation_prefix(session_id),
-                            others_count=len(others)),
+                            others_count=len(others),
+                            journal_prefix=k.journal_prefix(session_id)),
         )
         if not deleted:
             raise SessionNotFound(session_id)

@@ -94,6 +94,7 @@ class GateOutcome:
     verdict: Literal["run", "stale", "gone", "committed", "terminal", "held"]
     fields: dict[str, str] = field(default_factory=dict)
     new_results: list[StepResult] = field(default_factory=list)
+    journal: dict[str, str] = field(default_factory=dict)  # the step's turns to replay
 
 
 @dataclass(frozen=True)

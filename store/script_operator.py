@@ -97,6 +97,7 @@ class ForkArgs:
 class DeleteKeys:
     meta: str
     conversations: str
+    journals: str  # the set of steps with a journal
     idempotency: str  # the idempotency key's record (or a dummy)
     spec_index: str  # the spec-hash index it is in (or a dummy)
     others: tuple[str, ...]  # the session's other keys
@@ -108,6 +109,7 @@ class DeleteArgs:
     session_id: str
     conversation_prefix: str
     others_count: int
+    journal_prefix: str
 
 
 # -- lock_release.lua, lock_extend.lua ------------------------------------------------

@@ -45,6 +45,7 @@ class GateKeys:
     results: str
     order: str
     events: str
+    journal: str  # the step's journal (model turns and tool results to replay)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class CommitKeys:
     checkpoints: str
     held: str
     timers: str
+    journal: str  # the step's journal, dropped with the commit
+    journals: str  # the set of steps with a journal
     index: IndexKeys
 
 
@@ -163,6 +166,27 @@ class DeadLetterArgs:
     now_iso: str
     now_ms: int
     events: str
+    events_max: int
+
+
+# -- journal.lua ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class JournalKeys:
+    stream: str
+    journal: str
+    journals: str  # the set of steps with a journal
+    events: str
+
+
+@dataclass(frozen=True)
+class JournalArgs:
+    group: str
+    consumer: str
+    entry_id: str
+    step: str
+    field: str  # m<turn> | t<ordinal>; '' writes only the events
+    value: str
+    events: str  # JSON array of event field maps
     events_max: int
 
 
@@ -256,6 +280,10 @@ class StepScripts(ScriptLibrary):
     async def promote_timers(self, *, keys: PromoteTimersKeys, args: PromoteTimersArgs
                              ) -> int:
         return int(await self._call("promote_timers", keys, args) or 0)
+
+    async def journal(self, *, keys: JournalKeys, args: JournalArgs) -> int:
+        """1 if written, 0 if the entry is no longer this consumer's."""
+        return int(await self._call("journal", keys, args) or 0)
 
     async def park_entry(self, *, keys: ParkEntryKeys, args: ParkEntryArgs) -> int:
         """1 if parked, 0 if the entry is no longer this consumer's."""

@@ -38,6 +38,8 @@ from strands_durable.store.script_step import (
     FailStepKeys,
     GateArgs,
     GateKeys,
+    JournalArgs,
+    JournalKeys,
     ParkEntryArgs,
     ParkEntryKeys,
     PromoteTimersArgs,
@@ -88,7 +90,8 @@ class StepPath(StoreBase):
         k, sid = self.keys, job.session_id
         res = await self.scripts.gate(
             keys=GateKeys(meta=k.meta(sid), stream=k.stream(k.shard(sid)), held=k.held(sid),
-                          results=k.results(sid), order=k.order(sid), events=k.events(sid)),
+                          results=k.results(sid), order=k.order(sid), events=k.events(sid),
+                          journal=k.journal(sid, job.key)),
             args=GateArgs(group=CONSUMER_GROUP, consumer=consumer, entry_id=entry_id,
                           step=job.key, job=job.to_json(), known_results=known_results,
                           started=dumps([started.to_fields()]), wanted=dumps(list(GATE_FIELDS)),
@@ -99,7 +102,24 @@ class StepPath(StoreBase):
             return GateOutcome(verdict)  # type: ignore[arg-type]
         values = [as_str(v) for v in res[1]]
         results = [StepResult.from_json(r) for r in res[3]]
-        return GateOutcome("run", dict(zip(GATE_FIELDS, values, strict=True)), results)
+        flat = [as_str(v) for v in res[4]]
+        journal = dict(zip(flat[::2], flat[1::2], strict=True))
+        return GateOutcome("run", dict(zip(GATE_FIELDS, values, strict=True)), results,
+                           journal)
+
+    async def journal(self, job: StepJob, entry_id: str, consumer: str, field: str,
+                      value: str, events: Sequence[Event] = ()) -> bool:
+        """Journal a turn (`field` m<turn> or t<ordinal>, '' for events only) of the step
+        `entry_id` carries; False when this consumer no longer holds the entry."""
+        k, sid = self.keys, job.session_id
+        written = await self.scripts.journal(
+            keys=JournalKeys(stream=k.stream(k.shard(sid)), journal=k.journal(sid, job.key),
+                             journals=k.journals(sid), events=k.events(sid)),
+            args=JournalArgs(group=CONSUMER_GROUP, consumer=consumer, entry_id=entry_id,
+                             step=job.key, field=field, value=value,
+                             events=dumps([e.to_fields() for e in events]),
+                             events_max=self.events_max))
+        return written == 1
 
     async def commit(self, req: CommitRequest) -> CommitOutcome:
         k, job = self.keys, req.job
@@ -121,7 +141,8 @@ class StepPath(StoreBase):
                 events=k.events(sid), stream=k.stream(shard),
                 conversation=k.conversation(sid, lane), conversations=k.conversations(sid),
                 artifacts=k.artifacts(sid), checkpoints=k.checkpoints(sid), held=k.held(sid),
-                timers=k.timers(shard), index=self._index(shard)),
+                timers=k.timers(shard), journal=k.journal(sid, job.key),
+                journals=k.journals(sid), index=self._index(shard)),
             args=CommitArgs(
                 session_id=sid, step=job.key, entry_id=req.entry_id, group=CONSUMER_GROUP,
                 consumer=req.consumer, expected_version=req.expected_version,

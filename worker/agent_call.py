@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from strands import Agent
 from strands.agent.agent_result import AgentResult
 from strands.models.model import Model
+from strands.types.exceptions import EventLoopException
+from strands.types.tools import AgentTool
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -66,9 +69,13 @@ async def call_agent(
     prompt: str,
     retry: RetryPolicy | None = None,
     timeout_s: float | None = None,
+    tools: list[AgentTool] | None = None,
+    before_attempt: Callable[[], None] | None = None,
 ) -> AgentReply:
-    """Run one agent turn on `model`, retrying transient errors per `retry` (default policy).
-    Each attempt gets `timeout_s` (None: unlimited); running out of it is transient."""
+    """Run one agent invocation on `model` (with `tools`, as many model turns and tool
+    calls as the model asks for), retrying transient errors per `retry` (default policy).
+    Each attempt gets `timeout_s` (None: unlimited); running out of it is transient.
+    `before_attempt` runs before each attempt (a journal restarts its turn count)."""
     policy = retry if retry is not None else RetryPolicy()
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.attempts),
@@ -81,25 +88,29 @@ async def call_agent(
     )
     async for attempt in retrying:
         with attempt:
-            return await _call_within(timeout_s, model, system_prompt, history, prompt)
+            if before_attempt is not None:
+                before_attempt()
+            return await _call_within(timeout_s, model, system_prompt, history, prompt,
+                                      tools or [])
     raise AssertionError("unreachable: tenacity either returns or re-raises")
 
 
 async def _call_within(timeout_s: float | None, model: Model, system_prompt: str | None,
-                       history: list[dict[str, Any]], prompt: str) -> AgentReply:
+                       history: list[dict[str, Any]], prompt: str,
+                       tools: list[AgentTool]) -> AgentReply:
     try:
         async with asyncio.timeout(timeout_s):
-            return await _call_once(model, system_prompt, history, prompt)
+            return await _call_once(model, system_prompt, history, prompt, tools)
     except TimeoutError:
         raise TimeoutError(f"no reply from the model within {timeout_s:g}s") from None
 
 
-async def _call_once(
-    model: Model, system_prompt: str | None, history: list[dict[str, Any]], prompt: str
-) -> AgentReply:
+async def _call_once(model: Model, system_prompt: str | None, history: list[dict[str, Any]],
+                     prompt: str, tools: list[AgentTool]) -> AgentReply:
     agent = Agent(
         model=model,
         system_prompt=system_prompt,
+        tools=list(tools) or None,
         # Strands mutates the list and its messages in place (tracking ids): copy.
         messages=copy.deepcopy(history),  # type: ignore[arg-type]
         callback_handler=None,  # no printing to stdout
@@ -107,7 +118,12 @@ async def _call_once(
         # from our policy and hold the step for minutes: one retry layer only.
         retry_strategy=None,
     )
-    result = await agent.invoke_async(prompt)
+    try:
+        result = await agent.invoke_async(prompt)
+    except EventLoopException as exc:
+        # A model call after a tool call fails inside Strands' recursive cycle, which
+        # wraps it: unwrap it, so retries and error classes see the provider's own error.
+        raise exc.original_exception from None
     usage = result.metrics.accumulated_usage
     return AgentReply(
         text=_reply_text(result),

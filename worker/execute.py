@@ -1,18 +1,33 @@
-"""Run one step: build the Strands agent for it and call it, or a no-op in bench mode."""
+"""Run one step: build the Strands agent for it (model, tools, journal) and call it, or a
+no-op in bench mode.
+
+An agent with tools runs turn by turn through the step's journal (worker/journal.py):
+each model turn and tool result is journaled as it happens and replayed when the step
+runs again. An agent without tools makes one model call per step whose reply goes
+straight into the step's commit: there is nothing to journal.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from strands.models.model import Model
+from strands.types.tools import AgentTool
+
 from strands_durable.errors import StepFailed
-from strands_durable.models import StepJob
+from strands_durable.models import Event, StepJob
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import call_agent
+from strands_durable.worker.faults import CrashPoints
+from strands_durable.worker.journal import JournaledModel, StepJournal
 from strands_durable.worker.providers import ModelConfig, build_model
+from strands_durable.worker.tools.durable_tool import JournaledTool
+from strands_durable.worker.tools.toolbox import Toolbox
 
 
 @dataclass(frozen=True)
@@ -22,6 +37,18 @@ class StepOutput:
     output_tokens: int = 0
     new_messages: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    replayed_turns: int = 0  # model turns served from the journal, not the provider
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """Where this run of the step stands: its stream entry (its lease), the worker, the
+    spec's digest (the scope of its MCP servers) and the journal the gate read."""
+
+    entry_id: str = ""
+    worker: str = ""
+    spec_digest: str = ""
+    journal: dict[str, str] = field(default_factory=dict)
 
 
 def model_config(spec: Spec, agent_id: str) -> ModelConfig:
@@ -45,10 +72,13 @@ def model_config(spec: Spec, agent_id: str) -> ModelConfig:
 
 
 class StepExecutor:
-    def __init__(self, settings: DurableSettings, store: Store) -> None:
+    def __init__(self, settings: DurableSettings, store: Store,
+                 crash: CrashPoints | None = None) -> None:
         self.settings = settings
         self.store = store
         self._models: dict[ModelConfig, Any] = {}
+        self.toolbox = Toolbox(settings)
+        self.crash = crash or CrashPoints(settings.crash_at)
 
     def _model(self, cfg: ModelConfig) -> Any:
         # Provider clients hold connection pools: build one per distinct config.
@@ -57,23 +87,49 @@ class StepExecutor:
             model = self._models[cfg] = build_model(cfg)
         return model
 
-    async def run(self, spec: Spec, variables: dict[str, Any], job: StepJob) -> StepOutput:
+    async def run(self, spec: Spec, variables: dict[str, Any], job: StepJob,
+                  run: StepRun | None = None) -> StepOutput:
         started = time.perf_counter()
         if self.settings.bench_noop:
             return StepOutput(response="ok")
         if job.agent not in spec.agents:
             raise StepFailed(job.session_id, job.key, f"unknown agent {job.agent!r}",
                              retryable=False)
-        model = self._model(model_config(spec, job.agent))
+        run = run or StepRun()
+        model: Model = self._model(model_config(spec, job.agent))
+        tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
+        journal = self._journal(job, run) if tools else None
+        if journal is not None:
+            model = JournaledModel(model, journal)
+            tools = [self._journaled(tool, journal, job, run) for tool in tools]
         history = await self.store.conversation(job.session_id, job.conversation_lane,
                                                 self.settings.conversation_window)
         reply = await call_agent(model, system_prompt=job.system_prompt or None, history=history,
                                  prompt=job.input,
-                                 timeout_s=self.settings.model_timeout_s or None)
+                                 timeout_s=self.settings.model_timeout_s or None, tools=tools,
+                                 before_attempt=journal.restart if journal else None)
         return StepOutput(
             response=reply.text,
             input_tokens=reply.input_tokens,
             output_tokens=reply.output_tokens,
             new_messages=reply.messages[len(history):],
             duration_ms=(time.perf_counter() - started) * 1000,
+            replayed_turns=journal.replayed_turns if journal else 0,
         )
+
+    def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
+        async def write(name: str, value: str, events: Sequence[Event]) -> bool:
+            if not run.entry_id:  # not carried by a stream entry: no lease to fence by
+                return True
+            return await self.store.journal(job, run.entry_id, run.worker, name, value,
+                                            events)
+
+        return StepJournal(step=job.key, entries=dict(run.journal), write=write)
+
+    def _journaled(self, tool: AgentTool, journal: StepJournal, job: StepJob,
+                   run: StepRun) -> JournaledTool:
+        return JournaledTool(tool, journal, job, run.worker, self.settings.tool_timeout_s,
+                             after_result=lambda: self.crash.reached("after_tool"))
+
+    async def close(self) -> None:
+        await self.toolbox.close()

@@ -7,7 +7,8 @@ middle of a step) loses nothing and commits nothing twice.
 `DURABLE_CRASH_AT=<point>:<n>` crashes at the n-th time this process reaches <point>:
 - `after_gate`: the step was claimed and admitted, its agent call not yet made;
 - `before_commit`: the agent call returned, its result not yet committed;
-- `after_commit`: the step's result and next steps are committed.
+- `after_commit`: the step's result and next steps are committed;
+- `after_tool`: a tool call's result is journaled, the model has not seen it yet.
 Unset (the default), every check is a single comparison.
 
 Breakpoints stop a step where a test needs it to be, instead of a scripted delay that
@@ -34,7 +35,7 @@ from strands_durable.models import StepJob
 
 log = logging.getLogger("durable.worker")
 
-POINTS = ("after_gate", "before_commit", "after_commit")
+POINTS = ("after_gate", "before_commit", "after_commit", "after_tool")
 CRASH_EXIT_CODE = 137  # what a SIGKILLed process reports
 
 

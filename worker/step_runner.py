@@ -30,8 +30,9 @@ from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import CommitRequest, Store
 from strands_durable.worker import retry_policy
-from strands_durable.worker.execute import StepExecutor, StepOutput
-from strands_durable.worker.faults import Breakpoints, CrashPoints
+from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
+from strands_durable.worker.faults import Breakpoints
+from strands_durable.worker.journal import JournalLost
 from strands_durable.worker.providers.transient import permanent_cause
 
 log = logging.getLogger("durable.worker")
@@ -80,7 +81,7 @@ class StepRunner:
         self.cache = ResultsCache()
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
-        self.crash = CrashPoints(settings.crash_at)
+        self.crash = executor.crash  # one count per process for every crash point
         self.breakpoints = (Breakpoints(settings.breakpoint_dir, consumer)
                             if settings.breakpoint_dir else None)
 
@@ -120,10 +121,12 @@ class StepRunner:
         variables = json.loads(fields["variables"] or "{}")
         self.crash.reached("after_gate")
 
+        run = StepRun(entry_id=entry_id, worker=self.consumer,
+                      spec_digest=fields["spec_digest"], journal=gate.journal)
         try:
             output = await self._execute_with_lease(shard, entry_id, spec, variables, job,
-                                                    reclaimed)
-        except LeaseLost:
+                                                    reclaimed, run)
+        except (LeaseLost, JournalLost):
             log.warning("session %s step %s: lease lost to another worker; abandoning",
                         sid, job.key)
             metrics.step_lost(spec.pattern.type, job.agent)
@@ -153,11 +156,11 @@ class StepRunner:
 
     async def _execute_with_lease(self, shard: int, entry_id: str, spec: Spec,
                                   variables: dict[str, Any], job: StepJob,
-                                  reclaimed: bool) -> StepOutput:
+                                  reclaimed: bool, run: StepRun) -> StepOutput:
         if self.settings.bench_noop:
             return await self.executor.run(spec, variables, job)
         return await self._with_lease(
-            shard, entry_id, self._execute(entry_id, spec, variables, job, reclaimed))
+            shard, entry_id, self._execute(entry_id, spec, variables, job, reclaimed, run))
 
     async def _plan_with_lease(self, shard: int, entry_id: str,
                                plan: Callable[[], CommitRequest]) -> CommitRequest:
@@ -188,10 +191,10 @@ class StepRunner:
                     await task
 
     async def _execute(self, entry_id: str, spec: Spec, variables: dict[str, Any],
-                       job: StepJob, reclaimed: bool) -> StepOutput:
+                       job: StepJob, reclaimed: bool, run: StepRun) -> StepOutput:
         if self.breakpoints is not None:  # tests only; inside the lease, so it is renewed
             await self.breakpoints.reached(spec.name, job, entry_id, reclaimed)
-        return await self.executor.run(spec, variables, job)
+        return await self.executor.run(spec, variables, job, run)
 
     async def _plan_and_commit(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                                result: StepResult, output: StepOutput,

@@ -48,7 +48,10 @@ def run(
     """Run a workflow in this process (no server needed) and print its final response."""
 
     async def body() -> int:
+        from strands_durable.worker.providers.credentials import check_credentials
+
         loaded = load(spec, var, provider, script)
+        check_credentials(loaded.spec, str(spec))  # this process runs the steps
         if out_dir is not None:
             refuse_unsafe_artifact_paths(loaded, out_dir, spec)  # before any work is done
         started = time.perf_counter()

@@ -12,7 +12,10 @@ Two kinds of metric live here:
   `max by (shard)` / `max by (status)` to merge the API's and the scheduler replicas'
   copies. `serving.py` runs the /metrics servers.
 
-Labels are bounded: pattern (seven values), agent (the specs' agent ids, capped), outcome,
+`tools.py` counts tool calls and the turns a re-run step replayed from its journal.
+
+Labels are bounded: pattern (seven values), agent (the specs' agent ids, capped), tool
+(capped likewise), outcome,
 direction, status, shard. Never a session id.
 """
 
@@ -67,16 +70,24 @@ from strands_durable.metrics.serving import (
     stop_worker_metrics,
     watch_redis_outages,
 )
+from strands_durable.metrics.tools import (
+    TOOL_CALLS,
+    TOOL_SECONDS,
+    TURNS_REPLAYED,
+    tool_called,
+    turn_replayed,
+)
 
 __all__ = [
     "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE", "DEAD_LETTERS",
     "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "RECLAIMED", "RESUME_SECONDS",
     "SCHEDULER_LEADER", "SESSIONS_EXPIRED", "STEPS", "STEP_SECONDS", "STUCK", "STUCK_FLAGGED",
-    "TIMERS_PROMOTED", "TOKENS", "WORKER_HEARTBEAT", "WORKER_RUNNING", "WORKER_SLOTS",
+    "TIMERS_PROMOTED", "TOKENS", "TOOL_CALLS", "TOOL_SECONDS", "TURNS_REPLAYED",
+    "WORKER_HEARTBEAT", "WORKER_RUNNING", "WORKER_SLOTS",
     "WORKER_UP", "FleetCollector", "FleetReader", "FleetSnapshot", "MetricsServer",
     "RedisOutageCollector", "ShardSnapshot", "agent_label", "combined_registry",
     "dead_lettered", "fleet_families", "heartbeat", "parse_fleet", "register_role",
     "render_api_metrics", "serve", "start_fleet_metrics", "start_worker_metrics",
     "step_committed", "step_failed", "step_lost", "step_reclaimed", "stop_worker_metrics",
-    "timed_commit", "timed_resume", "watch_redis_outages",
+    "timed_commit", "timed_resume", "tool_called", "turn_replayed", "watch_redis_outages",
 ]

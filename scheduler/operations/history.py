@@ -23,6 +23,10 @@ def event_doc(entry_id: str, f: dict[str, str]) -> dict[str, Any]:
                            "at": f.get("at", "")}
     if f.get("detail"):
         doc["detail"] = f["detail"]
+    if f.get("tool"):  # a tool call's event
+        doc.update(tool=f["tool"], call=int(f.get("call") or 0), outcome=f.get("outcome", ""))
+        if f.get("duration_ms"):
+            doc["duration_ms"] = float(f["duration_ms"])
     return doc
 
 

@@ -110,9 +110,12 @@ def _job(ctx: PlanContext, index: int, steps: StepHistory) -> StepJob:
     if not isinstance(step, AgentStep):
         return hitl_job(ctx, key=step_key(index), step=step, context=_context(ctx, steps, {}),
                         where=where, meta={"index": index})
+    meta: dict[str, object] = {"index": index}
+    if step.tool_overrides:  # strands-cli: an empty list overrides nothing
+        meta["tool_overrides"] = list(step.tool_overrides)
     return agent_job(ctx, key=step_key(index), agent=step.agent, input_template=step.input,
                      context=_context(ctx, steps, step.vars or {}),
-                     where=f"pattern.config.steps[{index}].input", meta={"index": index})
+                     where=f"pattern.config.steps[{index}].input", meta=meta)
 
 
 class ChainPlanner:

@@ -2,7 +2,7 @@
 
 The models follow `schema/strands-workflow.schema.json` field for field; the loader
 validates against that schema first, so these models carry types rather than rules.
-Sections we do not act on (telemetry, tools, skills, security, env, context_policy,
+Sections we do not act on (telemetry, skills, security, env, context_policy,
 metadata, tags) are kept as extra fields on `Spec` so every valid spec loads.
 """
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validat
 from strands_durable.scheduler.patterns import PATTERNS
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.scheduler.spec.steps import PatternConfig, Scalar, SpecModel
+from strands_durable.scheduler.spec.tools import ToolsConfig
 
 __all__ = [
     "AgentSpec",
@@ -79,7 +80,8 @@ class AgentSpec(SpecModel):
     provider: str | None = None
     model_id: str | None = None
     inference: Inference | None = None
-    tools: list[str] = Field(default_factory=list)
+    # None: every global tool (strands-cli's rule); a list: the tools it names.
+    tools: list[str] | None = None
     input_schema: str | dict[str, Any] | None = None
     output_schema: str | dict[str, Any] | None = None
 
@@ -160,3 +162,9 @@ class Spec(BaseModel):
     pattern: Pattern
     inputs: Inputs | None = None
     outputs: Outputs | None = None
+    tools: ToolsConfig | None = None
+
+    def tools_for(self, agent_id: str, overrides: list[str] | None = None) -> ToolsConfig:
+        """The tools agent `agent_id` gets (a step's `tool_overrides` win over its list)."""
+        wanted = overrides if overrides is not None else self.agents[agent_id].tools
+        return (self.tools or ToolsConfig()).selected(wanted)

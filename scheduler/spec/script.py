@@ -6,7 +6,22 @@ stored with the session so every worker answers the same way.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ScriptToolCall(BaseModel):
+    """A tool the scripted model asks for: its name and its input."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=64)
+    input: dict[str, Any] = Field(default_factory=dict)
+
+    def __hash__(self) -> int:  # a model config holding it is a cache key
+        return hash((self.name, json.dumps(self.input, sort_keys=True, default=str)))
 
 
 class ScriptRule(BaseModel):
@@ -16,18 +31,25 @@ class ScriptRule(BaseModel):
 
     agent: str | None = None
     contains: str | None = None
+    # The model call within the step, 1-based (a tool result starts the next turn).
+    turn: int | None = Field(default=None, ge=1)
     reply: str | None = None
     # Instead of replying, fail the call with this message: offline failure drills.
     error: str | None = None
+    # Instead of replying, ask for these tools (the model's turn ends in tool use).
+    tool_calls: tuple[ScriptToolCall, ...] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _reply_or_error(self) -> ScriptRule:
-        if (self.reply is None) == (self.error is None):
-            raise ValueError("a rule needs exactly one of `reply` or `error`")
+    def _one_answer(self) -> ScriptRule:
+        answers = [self.reply, self.error, self.tool_calls]
+        if sum(answer is not None for answer in answers) != 1:
+            raise ValueError("a rule needs exactly one of `reply`, `error` or `tool_calls`")
         return self
 
-    def matches(self, agent_id: str, prompt: str) -> bool:
+    def matches(self, agent_id: str, prompt: str, turn: int = 1) -> bool:
         if self.agent is not None and self.agent != agent_id:
+            return False
+        if self.turn is not None and self.turn != turn:
             return False
         return self.contains is None or self.contains in prompt
 
@@ -39,17 +61,26 @@ class ScriptConfig(BaseModel):
     delay_s: float = Field(default=0.0, ge=0.0, le=600.0, allow_inf_nan=False)
     rules: tuple[ScriptRule, ...] = ()
 
-    def rule_for(self, agent_id: str, prompt: str) -> ScriptRule | None:
-        return next((r for r in self.rules if r.matches(agent_id, prompt)), None)
+    def rule_for(self, agent_id: str, prompt: str, turn: int = 1) -> ScriptRule | None:
+        return next((r for r in self.rules if r.matches(agent_id, prompt, turn)), None)
 
-    def reply_for(self, agent_id: str, prompt: str) -> str:
-        """The reply; raises ScriptedFailure when the matching rule says `error`."""
-        rule = self.rule_for(agent_id, prompt)
+    def answer_for(self, agent_id: str, prompt: str,
+                   turn: int = 1) -> str | tuple[ScriptToolCall, ...]:
+        """The reply text, or the tool calls to ask for; raises ScriptedFailure when the
+        matching rule says `error`."""
+        rule = self.rule_for(agent_id, prompt, turn)
         if rule is None:
             return f"{agent_id}: {prompt[:200]}"
         if rule.error is not None:
             raise ScriptedFailure(f"scripted error for agent {agent_id}: {rule.error}")
+        if rule.tool_calls is not None:
+            return rule.tool_calls
         return rule.reply or ""
+
+    def reply_for(self, agent_id: str, prompt: str, turn: int = 1) -> str:
+        """The reply text (tool calls described as text)."""
+        answer = self.answer_for(agent_id, prompt, turn)
+        return answer if isinstance(answer, str) else ", ".join(c.name for c in answer)
 
 
 class ScriptedFailure(RuntimeError):

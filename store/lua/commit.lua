@@ -1,7 +1,8 @@
 -- Commit one step: result, pattern_state, tokens, conversation, artifacts, events,
 -- checkpoint, next steps and the XACK, in one atomic operation behind a fence.
 -- KEYS: 1 meta, 2 results, 3 order, 4 events, 5 stream, 6 conversation, 7 conversation
---       set, 8 artifacts, 9 checkpoints, 10 held, 11 timers, then the six index keys.
+--       set, 8 artifacts, 9 checkpoints, 10 held, 11 timers, 12 the step's journal,
+--       13 the set of steps with a journal, then the six index keys.
 -- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 expected version,
 --       7 result JSON, 8 new state JSON, 9 decided status, 10 error or pause reason,
 --       11 input tokens, 12 output tokens, 13 agent, 14 now iso, 15 now ms,
@@ -35,6 +36,8 @@ redis.call('HINCRBY', meta, 'tokens_in', tonumber(ARGV[11]))
 redis.call('HINCRBY', meta, 'tokens_out', tonumber(ARGV[12]))
 redis.call('HINCRBY', meta, 'tok:' .. ARGV[13], tonumber(ARGV[11]) + tonumber(ARGV[12]))
 redis.call('HINCRBY', meta, 'steps', 1)
+-- The journal of the step's turns served the run that commits now: drop it.
+if redis.call('SREM', KEYS[13], step) == 1 then redis.call('DEL', KEYS[12]) end
 
 local mode = ARGV[16]
 if mode ~= 'none' then

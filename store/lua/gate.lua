@@ -1,6 +1,6 @@
 -- Decide, atomically with pause/cancel/commit, what becomes of a delivered step,
 -- and when it is to run, return what the worker needs to run and plan it.
--- KEYS: 1 meta, 2 stream, 3 held, 4 results, 5 order, 6 events
+-- KEYS: 1 meta, 2 stream, 3 held, 4 results, 5 order, 6 events, 7 the step's journal
 -- ARGV: 1 group, 2 consumer, 3 entry id, 4 step key, 5 job JSON, 6 results already
 --       known to the caller, 7 step_started event (JSON array), 8 meta fields wanted
 --       (JSON array), 9 job kind (a HITL timeout must get through a paused session),
@@ -34,4 +34,5 @@ for i = 1, #values do if not values[i] then values[i] = '' end end
 local keys = redis.call('LRANGE', KEYS[5], tonumber(ARGV[6]), -1)
 local results = {}
 if #keys > 0 then results = redis.call('HMGET', KEYS[4], unpack(keys)) end
-return {'run', values, keys, results}
+-- The step's journal: the turns a run before a crash made, to replay (usually none).
+return {'run', values, keys, results, redis.call('HGETALL', KEYS[7])}

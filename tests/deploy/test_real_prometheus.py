@@ -49,9 +49,15 @@ SET_OPERATORS = {"and", "or", "unless"}
 CHAIN = """
 version: 0
 name: research
-runtime: {provider: scripted, script: {delay_s: 0.05}}
+runtime:
+  provider: scripted
+  script:
+    delay_s: 0.05
+    rules:
+      - {agent: researcher, turn: 1, tool_calls: [{name: calculator, input: {expression: "6 * 7"}}]}
+tools: {python: [calculator]}
 agents:
-  researcher: {prompt: "You research."}
+  researcher: {prompt: "You research.", tools: [calculator]}
   writer: {prompt: "You write."}
 pattern:
   type: chain

@@ -80,17 +80,18 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_17_keys_and_26_args() -> None:
+def test_commit_contract_is_19_keys_and_26_args() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
     a = args(*range(len(dataclasses.fields(args))))
-    assert len(flatten(k)) == 17 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
+    assert len(flatten(k)) == 19 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
     assert len(flatten(a)) == 26
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 
 def test_tuples_spread_in_order() -> None:
-    keys = script_operator.DeleteKeys("m", "c", "i", "s", ("o1", "o2"),
+    keys = script_operator.DeleteKeys("m", "c", "j", "i", "s", ("o1", "o2"),
                                       IndexKeys("a", "r", "p", "co", "f", "ca"))
-    assert flatten(keys) == ["m", "c", "i", "s", "o1", "o2", "a", "r", "p", "co", "f", "ca"]
+    assert flatten(keys) == ["m", "c", "j", "i", "s", "o1", "o2", "a", "r", "p", "co", "f",
+                             "ca"]

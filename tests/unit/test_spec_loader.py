@@ -422,7 +422,7 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
         "bad-script",
         _set("runtime.script", {"rules": [{"agent": "researcher"}]}),
         "runtime.script.rules[0]",
-        "exactly one of `reply` or `error`",
+        "exactly one of `reply`, `error` or `tool_calls`",
     ),
     (
         "script-unknown-field",
@@ -877,7 +877,7 @@ def test_load_script_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "path", "problem"),
     [
-        ("rules:\n  - agent: a\n", "rules[0]", "exactly one of `reply` or `error`"),
+        ("rules:\n  - agent: a\n", "rules[0]", "exactly one of `reply`, `error` or `tool_calls`"),
         ("delay_s: -1\n", "delay_s", "greater than or equal to 0"),
         ("delay: 1\n", "delay", "unknown field"),
         ("- reply: x\n", "", "a script file must be a mapping"),

@@ -8,6 +8,8 @@ word count, so two runs of the same session report the same numbers.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
@@ -19,7 +21,7 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from strands_durable.errors import ProviderError
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.scheduler.spec.script import ScriptConfig, ScriptToolCall
 from strands_durable.worker.providers.config import ModelConfig
 
 T = TypeVar("T", bound=BaseModel)
@@ -31,11 +33,22 @@ def count_words(text: str) -> int:
 
 
 def last_user_text(messages: Messages) -> str:
-    """Text of the most recent user message (the prompt of this turn), or ''."""
+    """Text of the most recent user message with text (the step's prompt), or ''."""
+    return prompt_and_turn(messages)[0]
+
+
+def prompt_and_turn(messages: Messages) -> tuple[str, int]:
+    """The step's prompt (the last user message with text; tool results carry none) and
+    this model call's turn within the step: 1 + the assistant messages since it."""
+    turn = 1
     for message in reversed(messages):
-        if message.get("role") == "user":
-            return "".join(block["text"] for block in message["content"] if "text" in block)
-    return ""
+        if message.get("role") == "assistant":
+            turn += 1
+            continue
+        text = "".join(block["text"] for block in message["content"] if "text" in block)
+        if text:
+            return text, turn
+    return "", turn
 
 
 class ScriptedModel(Model):
@@ -76,13 +89,18 @@ class ScriptedModel(Model):
         **kwargs: Any,
     ) -> AsyncGenerator[StreamEvent, None]:
         started = time.perf_counter()
-        prompt = last_user_text(messages)
+        prompt, turn = prompt_and_turn(messages)
         if self.script.delay_s > 0:
             await asyncio.sleep(self.script.delay_s)
-        reply = self.script.reply_for(self.agent_id, prompt)
-        for event in _reply_events(reply):
+        answer = self.script.answer_for(self.agent_id, prompt, turn)
+        if isinstance(answer, str):
+            events, said = _reply_events(answer), answer
+        else:
+            events = _tool_use_events(answer, _call_id_seed(prompt, turn))
+            said = " ".join(f"{call.name} {json.dumps(call.input)}" for call in answer)
+        for event in events:
             yield event
-        input_tokens, output_tokens = count_words(prompt), count_words(reply)
+        input_tokens, output_tokens = count_words(prompt), count_words(said)
         latency_ms = int((time.perf_counter() - started) * 1000)
         yield {
             "metadata": {
@@ -105,6 +123,26 @@ def _reply_events(text: str) -> list[StreamEvent]:
         {"contentBlockStop": {}},
         {"messageStop": {"stopReason": "end_turn"}},
     ]
+
+
+def _call_id_seed(prompt: str, turn: int) -> str:
+    """Deterministic tool-use ids: the same prompt and turn ask with the same ids."""
+    return hashlib.sha256(f"{turn}\0{prompt}".encode()).hexdigest()[:12]
+
+
+def _tool_use_events(calls: tuple[ScriptToolCall, ...], seed: str) -> list[StreamEvent]:
+    """The Strands stream events of one assistant message asking for `calls`."""
+    events: list[StreamEvent] = [{"messageStart": {"role": "assistant"}}]
+    for index, call in enumerate(calls, start=1):
+        tool_use_id = f"tooluse_{seed}_{index}"
+        events += [
+            {"contentBlockStart": {"start": {"toolUse": {"toolUseId": tool_use_id,
+                                                         "name": call.name}}}},
+            {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(call.input)}}}},
+            {"contentBlockStop": {}},
+        ]
+    events.append({"messageStop": {"stopReason": "tool_use"}})
+    return events
 
 
 def build(cfg: ModelConfig) -> Model:
