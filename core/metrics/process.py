@@ -97,19 +97,26 @@ def register_role(role: str) -> None:
         REGISTRY.register(gauge)
 
 
-_agents: set[str] = set()
+class CappedLabels:
+    """Label values that come from specs (agent ids, tool names): bounded in practice,
+    capped here in case they are not; past the cap every new value is "other"."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        value = value[:64] or "unknown"
+        with _labels_lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self.cap:
+                return "other"
+            self._seen.add(value)
+            return value
 
 
-def agent_label(agent: str) -> str:
-    """Agent ids come from specs: bounded in practice, capped here in case they are not."""
-    agent = agent[:64] or "unknown"
-    with _labels_lock:
-        if agent in _agents:
-            return agent
-        if len(_agents) >= MAX_AGENT_LABELS:
-            return "other"
-        _agents.add(agent)
-        return agent
+agent_label = CappedLabels(MAX_AGENT_LABELS)
 
 
 # -- observation points (one call per site in the worker and scheduler) --------------

@@ -3,9 +3,9 @@ step replayed from its journal instead of calling the provider or the tool again
 
 from __future__ import annotations
 
-import threading
-
 from prometheus_client import Counter, Histogram
+
+from strands_durable.metrics.process import CappedLabels
 
 MAX_TOOL_LABELS = 200  # distinct tool names per process before the rest become "other"
 TOOL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -23,20 +23,8 @@ TURNS_REPLAYED = Counter("durable_turns_replayed", "Journaled turns a re-run ste
 for _kind in ("model", "tool"):
     TURNS_REPLAYED.labels(_kind)
 
-_tools: set[str] = set()
-_lock = threading.Lock()
-
-
-def tool_label(tool: str) -> str:
-    """Tool names come from specs and MCP servers: capped, like agent ids."""
-    tool = tool[:64] or "unknown"
-    with _lock:
-        if tool in _tools:
-            return tool
-        if len(_tools) >= MAX_TOOL_LABELS:
-            return "other"
-        _tools.add(tool)
-        return tool
+# Tool names come from specs and MCP servers: capped, like agent ids.
+tool_label = CappedLabels(MAX_TOOL_LABELS)
 
 
 def tool_called(tool: str, outcome: str, seconds: float) -> None:

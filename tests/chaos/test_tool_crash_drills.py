@@ -71,8 +71,8 @@ def tool_calls(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-async def run(server: RedisServer, llm: ToolLLM, logdir: Path, crash_at: str = ""
-              ) -> tuple[dict[str, Any], int]:
+async def run(server: RedisServer, llm: ToolLLM, logdir: Path, crash_at: str = "",
+              tool_log: Path | None = None) -> tuple[dict[str, Any], int]:
     """The step on one worker that crashes at `crash_at` (if set), then a healthy one."""
     prefix = random_prefix()
     store = open_store(settings_for(server, prefix))
@@ -88,6 +88,10 @@ async def run(server: RedisServer, llm: ToolLLM, logdir: Path, crash_at: str = "
             assert await poll_until(lambda: _gone(crashing), timeout_s=60), fleet.logs()
             assert crashing.returncode == CRASH_EXIT_CODE, fleet.logs()
             crashes += 1
+            k = int(crash_at.split(":")[1])
+            # It died right after journaling tool result k: k model calls, k tool calls.
+            assert len(llm.requests) == k, fleet.logs()
+            assert tool_log is not None and len(tool_calls(tool_log)) == k
             del fleet.env["DURABLE_CRASH_AT"]
         fleet.start_worker()
         assert await poll_until(lambda: ended(store, sid), timeout_s=90), fleet.logs()
@@ -128,7 +132,8 @@ async def test_an_uninterrupted_run_is_the_reference(server: RedisServer, llm: T
 @pytest.mark.parametrize("k", range(1, CALLS + 1))
 async def test_a_crash_after_tool_call_k_repeats_no_journaled_call(
         k: int, server: RedisServer, llm: ToolLLM, tool_env: Path, tmp_path: Path) -> None:
-    outcome, crashes = await run(server, llm, tmp_path / f"k{k}", crash_at=f"after_tool:{k}")
+    outcome, crashes = await run(server, llm, tmp_path / f"k{k}", crash_at=f"after_tool:{k}",
+                                 tool_log=tool_env)
     assert crashes == 1
     turns = CALLS + 1
     assert outcome["status"] == "completed" and outcome["response"] == "bumped 3 times"

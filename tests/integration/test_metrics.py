@@ -329,14 +329,13 @@ async def test_scheduler_metrics_server_reads_the_fleet_at_scrape_time(
         server.close()
 
 
-def test_agent_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
-    from strands_durable.metrics import process
+def test_labels_from_specs_are_capped() -> None:
+    from strands_durable.metrics.process import CappedLabels
 
-    monkeypatch.setattr(process, "_agents", set())
-    monkeypatch.setattr(process, "MAX_AGENT_LABELS", 2)
-    assert [metrics.agent_label(a) for a in ("x", "y", "z", "x", "")] == \
-        ["x", "y", "other", "x", "other"]
-    assert metrics.agent_label("q" * 100) == "other"
+    label = CappedLabels(2)
+    assert [label(a) for a in ("x", "y", "z", "x", "")] == ["x", "y", "other", "x", "other"]
+    assert label("q" * 100) == "other"
+    assert metrics.agent_label("a" * 100) == "a" * 64  # the agent ids' own, 64 characters
 
 
 def test_checkpoint_bytes_counts_what_the_commit_writes() -> None:
