@@ -1,6 +1,6 @@
 """The spec's agents and providers, checked on the raw data before the schema: agent
-ids (they name Redis keys), no `$ref` agents, known providers; and `--provider`, which
-replaces every provider of the spec."""
+ids (they name Redis keys), known providers; and `--provider`, which replaces every
+provider of the spec. (`$ref` agents: agent_refs.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from strands_durable.errors import InvalidId, SpecError
 from strands_durable.providers import PROVIDERS
 from strands_durable.store.keys import check_name
 
-__all__ = ["apply_provider", "check_agent_ids", "check_providers", "reject_agent_refs"]
+__all__ = ["apply_provider", "check_agent_ids", "check_providers"]
 
 
 def apply_provider(data: dict[str, Any], provider: str | None) -> None:
@@ -25,20 +25,6 @@ def apply_provider(data: dict[str, Any], provider: str | None) -> None:
         for agent in agents.values():
             if isinstance(agent, dict) and "provider" in agent:
                 agent["provider"] = provider
-
-
-def reject_agent_refs(data: dict[str, Any], source: str) -> None:
-    agents = data.get("agents")
-    if not isinstance(agents, dict):
-        return
-    for agent_id, agent in agents.items():
-        if isinstance(agent, dict) and "$ref" in agent:
-            raise SpecError(
-                source,
-                f"agents.{agent_id}",
-                "agent references ($ref) are not supported; define the agent inline "
-                "with its 'prompt'",
-            )
 
 
 def check_agent_ids(data: dict[str, Any], source: str) -> None:

@@ -21,11 +21,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from strands_durable.errors import SpecError
+from strands_durable.scheduler.spec.agent_refs import reject_agent_refs, resolve_agent_refs
 from strands_durable.scheduler.spec.agents import (
     apply_provider,
     check_agent_ids,
     check_providers,
-    reject_agent_refs,
 )
 from strands_durable.scheduler.spec.cross_checks import check_references, check_templates
 from strands_durable.scheduler.spec.model import Spec
@@ -79,11 +79,15 @@ def load_spec_file(
     script: ScriptConfig | None = None,
     limits: Limits | None = None,
 ) -> LoadedSpec:
-    """Load the spec at `path` (YAML or JSON); see load_spec_text."""
+    """Load the spec at `path` (YAML or JSON); see load_spec_text. Agent references
+    (`$ref`) are resolved relative to it."""
     source = str(path)
-    text = read_text(Path(path), source, limits or current_limits())
-    return load_spec_text(text, source, overrides, provider=provider, script=script,
-                          limits=limits)
+    limits = limits or current_limits()
+    text = read_text(Path(path), source, limits)
+    check_spec_size(len(utf8(text, source, "")), source, limits)
+    data = parse_yaml(text, source, limits)
+    return _load(data, text, source, overrides, provider, script, limits,
+                 spec_path=Path(path))
 
 
 def load_spec_text(
@@ -162,16 +166,23 @@ def _load(
     provider: str | None,
     script: ScriptConfig | None,
     limits: Limits,
+    spec_path: Path | None = None,
 ) -> LoadedSpec:
     if not isinstance(raw, Mapping):
         raise SpecError(
             source, "", f"a spec must be a mapping at the top level, got {json_type(raw)}"
         )
     data: dict[str, Any] = copy.deepcopy(dict(raw))
+    refs_digest = ""
+    if spec_path is None:
+        reject_agent_refs(data, source)
+    else:
+        refs_digest = resolve_agent_refs(data, spec_path, source, limits)
+        if refs_digest:
+            check_data_shape(data, source, "", limits)
     apply_provider(data, provider)
     # runtime.script is our extension: the schema's runtime forbids unknown keys.
     spec_script = _take_script(data, source)
-    reject_agent_refs(data, source)
     check_agent_ids(data, source)
     validate_schema(data, source)
     check_providers(data, source)
@@ -183,7 +194,9 @@ def _load(
     variables = resolve_variables(spec, overrides or {}, source)
     check_data_shape(variables, source, "variables", limits)
     check_templates(spec, variables, source)
-    spec_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # A referenced agent is part of the spec: a change to it changes the hash.
+    hashed = text + (f"\0{refs_digest}" if refs_digest else "")
+    spec_hash = hashlib.sha256(hashed.encode("utf-8")).hexdigest()
     return LoadedSpec(spec=spec, text=text, source=source, spec_hash=spec_hash, variables=variables)
 
 

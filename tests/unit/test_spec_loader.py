@@ -410,7 +410,7 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
         "agent-ref",
         _set("agents.researcher", {"$ref": "./agents/researcher.yaml"}),
         "agents.researcher",
-        "agent references ($ref) are not supported",
+        "resolved relative to the spec's file",
     ),
     (
         "agent-prompt-template",
