@@ -3,6 +3,7 @@ directory only on request, never outside it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -41,7 +42,8 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any],
     limits = limits or current_limits()
     rendered: dict[str, str] = {}
     for i, artifact in enumerate(outputs.artifacts):
-        path = render(artifact.path, full, f"outputs.artifacts[{i}].path", limits).strip()
+        path = artifact_name(render(artifact.path, full, f"outputs.artifacts[{i}].path",
+                                    limits).strip())
         where = f"outputs.artifacts[{i}].from"
         body = render(artifact.from_, full, where, limits, limits.max_artifact_bytes,
                       "DURABLE_MAX_ARTIFACT_BYTES")
@@ -51,6 +53,27 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any],
                                 f"{limits.max_artifact_bytes:,} (DURABLE_MAX_ARTIFACT_BYTES)")
         rendered[path] = body
     return rendered
+
+
+def sanitize_filename(part: str, max_length: int = 100) -> str:
+    """strands-cli's `sanitize_filename`, for one path component: anything but word
+    characters, '-', '_' and '.' becomes '_', runs of '_' collapse, leading and trailing
+    '.' and '_' go, at most `max_length` characters, never empty."""
+    safe = re.sub(r"_+", "_", re.sub(r"[^\w\-_.]", "_", part).strip("._"))
+    if len(safe) > max_length:
+        safe = safe[:max_length].rstrip("._")
+    return safe or "unnamed"
+
+
+def artifact_name(rendered: str) -> str:
+    """A rendered artifact path with each component sanitized as strands-cli does. A
+    leading '/' and '..' components are kept as they are, for `safe_target` to refuse
+    (strands-cli refuses them before sanitizing too)."""
+    if not rendered.strip():
+        return rendered
+    parts = [part for part in rendered.replace("\\", "/").split("/") if part not in ("", ".")]
+    safe = [part if part == ".." else sanitize_filename(part) for part in parts]
+    return ("/" if rendered.startswith(("/", "\\")) else "") + "/".join(safe)
 
 
 def safe_target(out_dir: Path, name: str) -> Path:

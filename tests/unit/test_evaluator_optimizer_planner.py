@@ -293,6 +293,6 @@ def test_strands_cli_fixture_plans_to_completion() -> None:
     d = run.decision
     assert d.status == SessionStatus.COMPLETED and d.final_response == "D3"
     loaded = load_spec_text(text, FIXTURE.name)
-    assert render_artifacts(loaded.spec, d.artifact_context) == {"./refined-content.md": "D3"}
+    assert render_artifacts(loaded.spec, d.artifact_context) == {"refined-content.md": "D3"}
     assert [(i["iteration"], i["score"]) for i in run.view["iterations"]] == [
         (1, 62), (2, 78), (3, 91)]

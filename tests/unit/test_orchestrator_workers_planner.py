@@ -355,7 +355,7 @@ def test_hitl_review_gates_like_strands_cli_example(order: str) -> None:
     assert run.decision.final_response == "FINAL"
     loaded = load_spec_text(HITL_SPEC, "hitl.yaml")
     assert render_artifacts(loaded.spec, run.decision.artifact_context) == {
-        "./orchestrated-output.md": "FINAL"}
+        "orchestrated-output.md": "FINAL"}
 
 
 def test_view_mid_round_shows_pending_workers() -> None:

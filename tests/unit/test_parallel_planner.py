@@ -181,7 +181,7 @@ def test_fixture_reduce_sees_branches_and_artifact_gets_its_response() -> None:
         "step_history": [{"index": 0, "agent": "researcher", "response": academic,
                           "tokens_estimated": 7, "tokens": 7}]}
     assert render_artifacts(run.ctx(text).spec, context) == {
-        "./parallel-synthesis.md": run.results["reduce"].response}
+        "parallel-synthesis.md": run.results["reduce"].response}
 
 
 # --- branches of several steps, fewer slots than branches -------------------------------

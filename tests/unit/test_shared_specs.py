@@ -86,7 +86,7 @@ def test_shared_spec_runs_to_completion(spec: Path, tmp_path: Path) -> None:
 
 def test_chain_artifact_has_every_step(tmp_path: Path) -> None:
     durable_run("chain-3-step-research", tmp_path)
-    report = (tmp_path / "artificial intelligence safety-research.md").read_text()
+    report = (tmp_path / "artificial_intelligence_safety-research.md").read_text()
     assert report.startswith("# Research Report: artificial intelligence safety")
     assert "## Initial Research\n1. Alignment" in report
     assert "## Analysis\nOversight matters most" in report
@@ -120,7 +120,7 @@ def test_parallel_reduce_sees_every_branch(tmp_path: Path) -> None:
 
 def test_workflow_artifact_reports_every_task(tmp_path: Path) -> None:
     durable_run("workflow-parallel-research", tmp_path)
-    report = (tmp_path / "edge computing-workflow.md").read_text()
+    report = (tmp_path / "edge_computing-workflow.md").read_text()
     assert report.startswith("# Edge Computing Research Report")
     assert "## Technical Analysis\nStatus: success\n1. Local inference" in report
     assert "## Applications\nStatus: success\n1. Factory defect detection" in report

@@ -158,7 +158,7 @@ def test_fixture_renders_task_context_and_artifact() -> None:
         "response": run.results["task:technical"].response, "status": "success",
         "tokens_estimated": 7, "tokens": 7, "agent": "researcher"}
     ((path, body),) = render_artifacts(run.ctx(text).spec, context).items()
-    assert path == "edge computing-workflow.md"
+    assert path == "edge_computing-workflow.md"  # sanitized as strands-cli does
     assert body.startswith("# Edge Computing Research Report")
     assert body.count("Status: success") == 2
     assert run.results["task:synthesis"].response in body
