@@ -70,12 +70,13 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
 def agent_job(ctx: PlanContext, *, key: str, agent: str, input_template: str | None,
               context: Mapping[str, Any], where: str, lane: str = "",
               meta: Mapping[str, Any] | None = None) -> StepJob:
-    """A job for `agent` with its input and its system prompt rendered in `context`."""
+    """A job for `agent` with its input rendered in `context`; its system prompt is the
+    agent's prompt as written, as strands-cli uses it (a literal `{{` stays literal)."""
     prompt = ctx.spec.agents[agent].prompt if agent in ctx.spec.agents else ""
     return StepJob(
         session_id=ctx.session_id, key=key, agent=agent,
         input=render(input_template or "", context, where),
-        system_prompt=render(prompt, context, f"agents.{agent}.prompt"),
+        system_prompt=prompt,
         lane=lane, meta=dict(meta or {}),
     )
 

@@ -99,6 +99,11 @@ class PatternDefinition(Generic[ConfigT]):
             if not isinstance(step, HitlStep):
                 yield f"{path}.agent", step.agent
 
+    def prompt_templates(self, config: ConfigT) -> Iterator[str]:
+        """Agents whose prompt this pattern renders as a step's input (strands-cli uses
+        agents' prompts as written otherwise); by default none."""
+        return iter(())
+
     def template_fields(self, config: ConfigT) -> Iterator[TemplateField]:
         """Every template of the config; by default those of its steps."""
         for path, step in self.steps(config):

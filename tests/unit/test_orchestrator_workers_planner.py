@@ -254,7 +254,7 @@ def test_first_prompt_is_strands_clis() -> None:
     first = run.job("orchestrate:1")
     assert first.input == orchestrator_prompt({"topic": "tides"})
     assert first.input.startswith("You are an orchestrator agent. Break down")
-    assert '"topic": "tides"' in first.input and first.system_prompt == "You plan tides."
+    assert '"topic": "tides"' in first.input and first.system_prompt == "You plan {{ topic }}."
 
 
 def test_empty_plan_goes_straight_to_reduce() -> None:

@@ -126,7 +126,7 @@ def test_router_then_route_chain_completes_with_contexts() -> None:
     assert run.keys == ["router", "route:faq:0", "route:faq:1"]
     router = run.job("router")
     assert router.input == 'Classify: refunds\n\nRespond with valid JSON: {"route": "<route_name>"}'
-    assert router.system_prompt == "You classify refunds." and router.lane == ROUTER_LANE
+    assert router.system_prompt == "You classify {{ query }}." and router.lane == ROUTER_LANE
     assert run.job("route:faq:0").input == "Answer refunds via faq"
     assert run.job("route:faq:1").input == "Polish A0 / A0 (warm)"
     # Route steps use their agent's own lane, apart from the router's (even same agent).

@@ -413,12 +413,6 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
         "resolved relative to the spec's file",
     ),
     (
-        "agent-prompt-template",
-        _set("agents.researcher.prompt", "You research {{ subject }}."),
-        "agents.researcher.prompt",
-        "undefined template variable 'subject'",
-    ),
-    (
         "bad-script",
         _set("runtime.script", {"rules": [{"agent": "researcher"}]}),
         "runtime.script.rules[0]",
@@ -904,3 +898,13 @@ def test_readable_schema_is_valid_and_has_no_one_of() -> None:
     schema = schema_check._readable_schema()
     Draft202012Validator.check_schema(schema)
     assert '"oneOf"' not in json.dumps(schema)
+
+
+def test_agent_prompts_are_used_as_written_not_rendered() -> None:
+    """strands-cli renders step inputs, never `agents.*.prompt`: a prompt may show the
+    model a literal template, or name a variable nobody defines."""
+    data = _data()
+    prompt = "Write specs like: input: '{{ steps[0].response }}' and {{ undefined_name }}"
+    data["agents"]["researcher"]["prompt"] = prompt
+    loaded = load_spec_data(data, "literal.yaml")
+    assert loaded.spec.agents["researcher"].prompt == prompt

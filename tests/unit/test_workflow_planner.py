@@ -287,7 +287,7 @@ inputs:
 def test_task_context_names(order: str | int) -> None:
     run = drive(CONTEXT_SPEC, order)
     assert run.jobs["task:first"].input == "start tides []"
-    assert run.jobs["task:first"].system_prompt == "Agent for tides"
+    assert run.jobs["task:first"].system_prompt == "Agent for {{ topic }}"  # as written
     first = run.results["task:first"].response
     side = run.results["task:side"].response
     # `tasks | list` reads every task: like strands-cli, `second` sees all of the
@@ -342,7 +342,7 @@ def test_task_refs(template: str, refs: set[str] | None) -> None:
     assert task_refs(template) == (None if refs is None else frozenset(refs))
 
 
-def test_agent_prompt_reads_count_too() -> None:
+def test_agent_prompts_stay_as_written() -> None:
     text = CONTEXT_SPEC.replace('a: {prompt: "Agent for {{ topic }}"}',
                                 'a: {prompt: "Agent for {{ topic }}"}\n'
                                 '  b: {prompt: "Knows {{ tasks.side.response }}"}')
@@ -351,8 +351,7 @@ def test_agent_prompt_reads_count_too() -> None:
     text = text.replace("{{ tasks | list }}", "x")
     for order in ORDERS:
         run = drive(text, order)
-        assert run.jobs["task:second"].system_prompt == (
-            f"Knows {run.results['task:side'].response}")
+        assert run.jobs["task:second"].system_prompt == "Knows {{ tasks.side.response }}"
 
 
 def test_execution_order_follows_layers_then_spec_order() -> None:
