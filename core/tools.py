@@ -21,6 +21,7 @@ NATIVE_TOOLS: tuple[str, ...] = (
     "http_request",
     "python_exec",
     "search",
+    "spec_verify",
     "tail",
     "tavily_search",
     "web_fetch",

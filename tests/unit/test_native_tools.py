@@ -366,3 +366,23 @@ def test_python_tool_failures_are_one_line_load_errors(package: str, suffix: str
         load_python_tool(package + suffix, ToolPolicy(tool_modules=package))
     assert says in str(failure.value) and "\n" not in str(failure.value)
     assert package + suffix in str(failure.value)
+
+
+def test_spec_verify_reports_a_valid_spec_and_names_what_is_wrong() -> None:
+    import json as _json
+
+    good = ("version: 0\nname: ok\nruntime: {provider: scripted}\n"
+            "inputs: {required: {topic: string}}\n"
+            "agents: {a: {prompt: 'A.'}}\n"
+            "pattern: {type: chain, config: {steps: [{agent: a, input: '{{ topic }}'}]}}\n")
+    report = _json.loads(succeeded(call("spec_verify", spec_content=good)))
+    assert report["schema_valid"] is True and report["spec_info"]["pattern_type"] == "chain"
+    bad = good.replace("agent: a,", "agent: nobody,")
+    report = _json.loads(succeeded(call("spec_verify", spec_content=bad)))
+    assert report["schema_valid"] is False and "unknown agent 'nobody'" in \
+        report["errors"][0]["message"]
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    report = _json.loads(succeeded(call("spec_verify", spec_content=bomb)))
+    assert report["schema_valid"] is False
