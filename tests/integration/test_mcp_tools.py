@@ -1,4 +1,4 @@
-"""MCP servers written with the `mcp` package (tests/mcp_servers/server.py), stdio and
+"""MCP servers written with the `mcp` package (tests/mcp_servers/), stdio and
 streamable HTTP, through Strands' MCP client in the worker's pool: tools listed and
 called, one server per spec reused across steps, restarted after it dies, no inherited
 secrets, and the fleet's policy (commands, lent variables) enforced."""
@@ -30,14 +30,16 @@ from strands_durable.worker.tools.mcp_pool import McpPool, McpRefused
 
 pytestmark = pytest.mark.integration
 
-SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "server.py"
+SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "stdio_server.py"
+HTTP_SERVER = SERVER.with_name("http_server.py")
 PYTHON = sys.executable
 STDIO = McpServer(id="local", command=PYTHON, args=[str(SERVER)])
 
 
-async def call(tool: Any, name: str, **args: Any) -> dict[str, Any]:
+async def call(tool: Any, tool_name: str, **args: Any) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    async for event in tool.stream({"toolUseId": f"u-{name}", "name": name, "input": args}, {}):
+    use = {"toolUseId": f"u-{tool_name}", "name": tool_name, "input": args}
+    async for event in tool.stream(use, {}):
         result = getattr(event, "tool_result", None) or result
     return result
 
@@ -115,7 +117,7 @@ class HttpServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> int:
-        self.proc = subprocess.Popen([PYTHON, str(SERVER), "--http", str(self.port)],
+        self.proc = subprocess.Popen([PYTHON, str(HTTP_SERVER), "--port", str(self.port)],
                                      stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
         wait_for_sync(self._up, timeout_s=30, what="the MCP HTTP server to listen")
         return self.proc.pid
@@ -147,7 +149,8 @@ async def test_an_http_server_is_called_with_its_headers_and_reconnected(
                        headers={"X-Test": "${LENT_TOKEN}"})
     assert text(await call(await tool_named(pool, "s", server, "echo"), "echo",
                            text="hi")) == "hi"
-    seen = text(await call(await tool_named(pool, "s", server, "seen_header"), "seen_header"))
+    seen = text(await call(await tool_named(pool, "s", server, "header"), "header",
+                           name="X-Test"))
     assert seen == "lent-value"
     first = text(await call(await tool_named(pool, "s", server, "whoami"), "whoami"))
 

@@ -1,40 +1,55 @@
-"""The MCP servers of the specs this worker runs: one started Strands `MCPClient` per spec
-and server id, reused across steps, restarted when it died.
+"""The MCP servers of the specs this worker runs: one started Strands `MCPClient` per
+scope (the spec's digest) and server id, reused across steps, restarted when it died.
 
-Every `tools()` call lists the server's tools through its live client: that round trip
-is the health check. A client whose listing fails (the server process exited, the HTTP
-connection broke) is stopped and started once more; a tool call that was running when
-its server died returns the error to the model (Strands' MCP tool does), and the step's
-next `tools()` brings a new server.
+Death is seen two ways. Every `tools()` call lists the server's tools through its live
+client: that round trip is the health check, and a client whose listing fails or hangs
+(the server process exited, the HTTP connection broke) is stopped and started again.
+A tool call that returns an error makes the pool run the same check at once: the call's
+error goes to the model, and its next call (the tools send each call to the pool's
+current client for their server) or the step's next `tools()` gets a new server.
 
 A stdio server is a process a spec asks for, so only commands the operator lists in
 DURABLE_MCP_COMMANDS start, with a minimal environment (the mcp package's safe defaults)
 plus the spec's `env`, never the worker's own (it holds the fleet's secrets). `${VAR}`
 in `env` and in an HTTP server's `headers` is read from the worker's environment, for
-names in DURABLE_TOOL_SECRETS only. An HTTP server's URL passes the network guard.
+names in DURABLE_TOOL_SECRETS only. An HTTP server's URL passes the network guard and
+its redirects are not followed (they would carry the lent headers elsewhere).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any, cast
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
+import anyio
+import httpx2
 from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
-from strands.tools.mcp import MCPClient
-from strands.types.tools import AgentTool
+from mcp.client.streamable_http import streamable_http_client
+from strands.tools.mcp import MCPAgentTool, MCPClient
+from strands.types.events import ToolResultEvent
+from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 
 from strands_durable.scheduler.spec.tools import ENV_REFERENCE, McpServer
 from strands_durable.settings import ToolPolicy
 from strands_durable.worker.tools.net_guard import ToolRefused, check_url
 
-__all__ = ["McpPool", "McpRefused", "McpUnavailable"]
+__all__ = ["McpPool", "McpRefused", "McpUnavailable", "PooledMcpTool"]
 
 log = logging.getLogger("durable.worker")
 
 Key = tuple[str, str]  # (scope: the spec's digest, server id)
+Transport = Callable[[], AbstractAsyncContextManager[Any]]
+# Strands' own startup timeout is only a backstop: when it fires first, its stop() waits
+# for a handshake that may never come. The transport's own bound ends that handshake.
+STRANDS_TIMEOUT_MARGIN_S = 10
+HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the mcp package's defaults
 
 
 class McpRefused(ValueError):
@@ -45,55 +60,243 @@ class McpUnavailable(RuntimeError):
     """An allowed MCP server did not start or answer."""
 
 
+@dataclass
+class _Startup:
+    """Until `done` is set, the server's messages must come by `deadline` (monotonic)."""
+
+    timeout_s: float
+    deadline: float = 0.0
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _BoundedReads:
+    """A transport's read stream that ends (EndOfStream) if the server has not finished
+    its handshake by the startup deadline: the session then fails the pending initialize
+    request, Strands' start() returns, and the transport stops the server."""
+
+    def __init__(self, inner: Any, startup: _Startup) -> None:
+        self._inner = inner
+        self._startup = startup
+
+    @property
+    def last_context(self) -> Any:  # the mcp package restores the sender's context
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while not self._startup.done.is_set():
+            remaining = self._startup.deadline - time.monotonic()
+            if remaining <= 0:
+                raise anyio.EndOfStream
+            with anyio.move_on_after(remaining):
+                return await self._inner.receive()
+        return await self._inner.receive()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _BoundedReads:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _BoundedReads:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _stdio_transport(params: StdioServerParameters, startup: _Startup) -> Transport:
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[tuple[Any, Any]]:
+        async with stdio_client(params) as streams:
+            yield _BoundedReads(streams[0], startup), streams[1]
+
+    return opened
+
+
+def _http_transport(url: str, headers: dict[str, str], startup: _Startup) -> Transport:
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[tuple[Any, Any]]:
+        http = httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, follow_redirects=False)
+        async with http, streamable_http_client(url, http_client=http) as streams:
+            yield _BoundedReads(streams[0], startup), streams[1]
+
+    return opened
+
+
+class PooledMcpTool(MCPAgentTool):
+    """A server's tool whose calls go to the pool's current client for that server (so a
+    call after a restart reaches the new process); an error result makes the pool check
+    the server, and stop it if it died."""
+
+    def __init__(self, listed: MCPAgentTool, pool: McpPool, scope: str,
+                 server: McpServer) -> None:
+        super().__init__(listed.mcp_tool, listed.mcp_client, timeout=listed.timeout)
+        self._pool, self._scope, self._server = pool, scope, server
+
+    async def stream(self, tool_use: ToolUse, invocation_state: dict[str, Any],
+                     **kwargs: Any) -> ToolGenerator:
+        key = (self._scope, self._server.id)
+        try:
+            client = await self._pool.client(self._scope, self._server)
+        except (McpRefused, McpUnavailable) as exc:
+            yield ToolResultEvent(_error(tool_use, str(exc)))
+            return
+        with self._pool.in_use(key):
+            result: ToolResult = await client.call_tool_async(
+                tool_use_id=tool_use["toolUseId"], name=self.mcp_tool.name,
+                arguments=tool_use["input"], read_timeout_seconds=self.timeout,
+                cancel_signal=getattr(invocation_state.get("agent"), "_cancel_signal", None))
+        if result.get("status") == "error":
+            await self._pool.check(key, client)
+        yield ToolResultEvent(result)
+
+
 class McpPool:
     def __init__(self, policy: ToolPolicy, environ: Mapping[str, str], *,
-                 startup_timeout_s: int = 30, max_clients: int = 32) -> None:
+                 startup_timeout_s: float = 30.0, max_clients: int = 32) -> None:
         self.policy = policy
         self.environ = environ
         self.startup_timeout_s = startup_timeout_s
         self.max_clients = max_clients
         self._clients: OrderedDict[Key, MCPClient] = OrderedDict()
         self._locks: dict[Key, asyncio.Lock] = {}
+        # Per key: callers holding or awaiting its lock, and tool calls in flight; a key
+        # with either is never evicted, one with neither and no client loses its lock.
+        self._users: Counter[Key] = Counter()
+        self._calls: Counter[Key] = Counter()
+        self._closed = False
 
     async def tools(self, scope: str, server: McpServer) -> list[AgentTool]:
         """The server's tools from a live client, started or restarted as needed."""
         key = (scope, server.id)
-        async with self._locks.setdefault(key, asyncio.Lock()):
+        async with self._guard(key):
             client = self._clients.get(key)
             if client is not None:
                 try:
-                    return await self._listed(key, client)
+                    listed = await self._listed(client)
                 except Exception as exc:  # the server died or the connection broke
                     log.warning("MCP server %r stopped answering (%s); restarting it",
                                 server.id, _one_line(exc))
                     await self._stop(key)
+                else:
+                    return self._pooled(listed, scope, server)
             client = await self._start(key, server)
             try:
-                return await self._listed(key, client)
+                listed = await self._listed(client)
             except Exception as exc:
                 await self._stop(key)
                 raise McpUnavailable(f"MCP server {server.id!r} lists no tools: "
                                      f"{_one_line(exc)}") from None
+            return self._pooled(listed, scope, server)
 
-    async def _listed(self, key: Key, client: MCPClient) -> list[AgentTool]:
-        listed = await asyncio.to_thread(client.list_tools_sync)
-        self._clients.move_to_end(key)
-        return list(listed)
+    async def client(self, scope: str, server: McpServer) -> MCPClient:
+        """The server's started client (starting one if it was stopped), unchecked."""
+        key = (scope, server.id)
+        async with self._guard(key):
+            client = self._clients.get(key)
+            if client is None:
+                client = await self._start(key, server)
+            self._clients.move_to_end(key)
+            return client
+
+    async def check(self, key: Key, client: MCPClient) -> None:
+        """After a failed call: stop `client` if its server no longer answers."""
+        async with self._guard(key):
+            if self._clients.get(key) is not client:
+                return  # already stopped or replaced
+            try:
+                await self._listed(client)
+            except Exception as exc:
+                log.warning("MCP server %r stopped answering (%s); stopping it",
+                            key[1], _one_line(exc))
+                await self._stop(key)
+
+    async def close(self) -> None:
+        """Stop every server (worker shutdown); the pool starts none afterwards."""
+        self._closed = True
+        for key in list(self._clients):
+            async with self._guard(key):
+                await self._stop(key)
+
+    @asynccontextmanager
+    async def _guard(self, key: Key) -> AsyncIterator[None]:
+        """The key's lock: one start, restart or stop at a time per server."""
+        self._users[key] += 1
+        try:
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                yield
+        finally:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key]
+                if key not in self._clients:
+                    self._locks.pop(key, None)
+
+    @contextmanager
+    def in_use(self, key: Key) -> Iterator[None]:
+        """A tool call to the key's server is in flight."""
+        self._calls[key] += 1
+        try:
+            yield
+        finally:
+            self._calls[key] -= 1
+            if not self._calls[key]:
+                del self._calls[key]
+
+    def _pooled(self, listed: list[MCPAgentTool], scope: str,
+                server: McpServer) -> list[AgentTool]:
+        return [PooledMcpTool(tool, self, scope, server) for tool in listed]
+
+    async def _listed(self, client: MCPClient) -> list[MCPAgentTool]:
+        """Every tool (all pages), bounded: a hung listing stops the client, which
+        also frees the thread waiting on it."""
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(_list_all, client),
+                                          self.startup_timeout_s)
+        except TimeoutError:
+            raise McpUnavailable(f"no answer within {self.startup_timeout_s:g} s") from None
 
     async def _start(self, key: Key, server: McpServer) -> MCPClient:
-        client = self._client(server)
+        if self._closed:
+            raise McpUnavailable(f"MCP server {server.id!r}: the worker is shutting down")
+        startup = _Startup(self.startup_timeout_s)
+        client = await asyncio.to_thread(self._client, server, startup)
+        began = time.monotonic()
         try:
-            await asyncio.to_thread(client.start)
+            await asyncio.to_thread(_start, client, startup)
         except Exception as exc:
-            raise McpUnavailable(f"MCP server {server.id!r} did not start: "
-                                 f"{_one_line(exc)}") from None
+            if time.monotonic() - began >= self.startup_timeout_s:
+                cause = f"no handshake within {self.startup_timeout_s:g} s"
+            else:
+                cause = _one_line(_root(exc))
+            raise McpUnavailable(f"MCP server {server.id!r} did not start: {cause}") from None
+        if self._closed:  # close() ran while it started
+            await asyncio.to_thread(_stop_quietly, client, server.id)
+            raise McpUnavailable(f"MCP server {server.id!r}: the worker is shutting down")
         self._clients[key] = client
-        while len(self._clients) > self.max_clients:
-            await self._stop(next(iter(self._clients)))
+        await self._evict()
         log.info("MCP server %r started (%s)", server.id, server.transport)
         return client
 
-    def _client(self, server: McpServer) -> MCPClient:
+    async def _evict(self) -> None:
+        """Least recently used first, never one with a call in flight or held."""
+        for key in list(self._clients):
+            if len(self._clients) <= self.max_clients:
+                return
+            if self._users[key] or self._calls[key]:
+                continue
+            async with self._guard(key):
+                await self._stop(key)
+
+    def _client(self, server: McpServer, startup: _Startup) -> MCPClient:
+        """A client (not started) for the server, once the policy allows it."""
+        strands_timeout = int(self.startup_timeout_s) + STRANDS_TIMEOUT_MARGIN_S
         if server.command is not None:
             if server.command not in self.policy.commands:
                 raise McpRefused(f"MCP server {server.id!r}: command {server.command!r} is "
@@ -103,18 +306,15 @@ class McpPool:
                       for name, value in server.env.items()}}
             params = StdioServerParameters(command=server.command, args=list(server.args),
                                            env=env)
-            # cast: strands' transport type trails the mcp package's stream types.
-            transport = cast(Any, lambda: stdio_client(params))
-            return MCPClient(transport, startup_timeout=self.startup_timeout_s)
-        url = str(server.url)
+            return MCPClient(_stdio_transport(params, startup), startup_timeout=strands_timeout)
+        url = str(server.url or "")
         try:
-            check_url(url, self.policy)
+            check_url(url, self.policy)  # http(s) only, to an address the policy allows
         except ToolRefused as exc:
             raise McpRefused(f"MCP server {server.id!r}: {exc}") from None
         headers = {name: self._substituted(server.id, value)
                    for name, value in server.headers.items()}
-        return MCPClient(url=url, headers=headers or None,
-                         startup_timeout=self.startup_timeout_s)
+        return MCPClient(_http_transport(url, headers, startup), startup_timeout=strands_timeout)
 
     def _substituted(self, server_id: str, value: str) -> str:
         def lend(match: Any) -> str:
@@ -130,17 +330,50 @@ class McpPool:
         return ENV_REFERENCE.sub(lend, value)
 
     async def _stop(self, key: Key) -> None:
+        """Stop and forget the key's client (its lock held by the caller)."""
         client = self._clients.pop(key, None)
-        if client is None:
-            return
-        try:
-            await asyncio.to_thread(client.stop, None, None, None)
-        except Exception as exc:  # a dead server may not stop cleanly: it is gone anyway
-            log.debug("MCP server %s: stop failed: %s", key[1], _one_line(exc))
+        if client is not None:
+            await asyncio.to_thread(_stop_quietly, client, key[1])
 
-    async def close(self) -> None:
-        for key in list(self._clients):
-            await self._stop(key)
+
+def _start(client: MCPClient, startup: _Startup) -> None:
+    startup.deadline = time.monotonic() + startup.timeout_s
+    client.start()
+    startup.done.set()  # from here on the transport waits for the server indefinitely
+
+
+def _list_all(client: MCPClient) -> list[MCPAgentTool]:
+    tools: list[MCPAgentTool] = []
+    token: str | None = None
+    while True:
+        page = client.list_tools_sync(pagination_token=token)
+        tools += page
+        token = page.pagination_token
+        if not token:
+            return tools
+
+
+def _stop_quietly(client: MCPClient, server_id: str) -> None:
+    try:
+        client.stop(None, None, None)
+    except Exception as exc:  # a dead server's client reports why it died: it is gone
+        log.debug("MCP server %r: stopped after %s", server_id, _one_line(exc))
+
+
+def _error(tool_use: ToolUse, text: str) -> ToolResult:
+    return {"toolUseId": str(tool_use["toolUseId"]), "status": "error",
+            "content": [{"text": text}]}
+
+
+def _root(exc: BaseException) -> BaseException:
+    """What went wrong under Strands' wrapping and anyio's task groups."""
+    while True:
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif exc.__cause__ is not None:
+            exc = exc.__cause__
+        else:
+            return exc
 
 
 def _one_line(exc: BaseException) -> str:
