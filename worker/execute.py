@@ -26,6 +26,7 @@ from strands_durable.worker.agent_call import call_agent
 from strands_durable.worker.faults import CrashPoints
 from strands_durable.worker.journal import JournaledModel, StepJournal
 from strands_durable.worker.providers import ModelConfig, build_model
+from strands_durable.worker.system_prompt import system_prompt
 from strands_durable.worker.tools.durable_tool import JournaledTool
 from strands_durable.worker.tools.toolbox import Toolbox
 
@@ -104,7 +105,8 @@ class StepExecutor:
             tools = [self._journaled(tool, journal, job, run) for tool in tools]
         history = await self.store.conversation(job.session_id, job.conversation_lane,
                                                 self.settings.conversation_window)
-        reply = await call_agent(model, system_prompt=job.system_prompt or None, history=history,
+        prompt = system_prompt(spec, job.agent, job.system_prompt)
+        reply = await call_agent(model, system_prompt=prompt, history=history,
                                  prompt=job.input,
                                  timeout_s=self.settings.model_timeout_s or None, tools=tools,
                                  before_attempt=journal.restart if journal else None)
