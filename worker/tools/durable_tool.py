@@ -31,6 +31,7 @@ from strands_durable.worker.tools.context import (
     enter_tool_call,
     leave_tool_call,
 )
+from strands_durable.worker.tools.results import error_result
 
 SMALL_PAYLOAD_CHARS = 200  # an input or result this short is shown in its event
 
@@ -72,7 +73,7 @@ class JournaledTool(AgentTool):
                                     detail=_small(tool_use.get("input")))
         if not await self.journal.record("", "", [started_event]):
             # Another worker holds the step now: it runs the call, not this one.
-            yield ToolResultEvent(_error(tool_use, "the step moved to another worker"))
+            yield ToolResultEvent(error_result(tool_use, "the step moved to another worker"))
             return
         started = time.perf_counter()
         result, outcome = await self._run(tool_use, invocation_state, call, **kwargs)
@@ -92,14 +93,14 @@ class JournaledTool(AgentTool):
             async with asyncio.timeout(self.timeout_s):
                 result = await _last_result(self.inner.stream(tool_use, state, **kwargs))
         except TimeoutError:
-            return _error(tool_use, f"tool {self.tool_name} timed out after "
-                                    f"{self.timeout_s:g}s"), "timeout"
+            return error_result(tool_use, f"tool {self.tool_name} timed out after "
+                                          f"{self.timeout_s:g}s"), "timeout"
         except Exception as exc:  # a tool's failure is the model's to handle, as in Strands
-            return _error(tool_use, f"Error: {exc.__class__.__name__}: {exc}"), "error"
+            return error_result(tool_use, f"Error: {exc.__class__.__name__}: {exc}"), "error"
         finally:
             leave_tool_call(token)
         if result is None:
-            return _error(tool_use, f"tool {self.tool_name} returned no result"), "error"
+            return error_result(tool_use, f"tool {self.tool_name} returned no result"), "error"
         outcome = "error" if result.get("status") == "error" else "ok"
         return {**result, "toolUseId": tool_use["toolUseId"]}, outcome
 
@@ -120,9 +121,6 @@ async def _last_result(events: Any) -> ToolResult | None:
             result = event  # type: ignore[assignment]
     return result
 
-
-def _error(tool_use: ToolUse, text: str) -> ToolResult:
-    return {"toolUseId": tool_use["toolUseId"], "status": "error", "content": [{"text": text}]}
 
 
 def _result_text(result: ToolResult) -> str:

@@ -39,6 +39,7 @@ from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 from strands_durable.scheduler.spec.tools import ENV_REFERENCE, McpServer
 from strands_durable.settings import ToolPolicy
 from strands_durable.worker.tools.net_guard import ToolRefused, check_url
+from strands_durable.worker.tools.results import error_result
 
 __all__ = ["McpPool", "McpRefused", "McpUnavailable", "PooledMcpTool"]
 
@@ -145,7 +146,7 @@ class PooledMcpTool(MCPAgentTool):
         try:
             client = await self._pool.client(self._scope, self._server)
         except (McpRefused, McpUnavailable) as exc:
-            yield ToolResultEvent(_error(tool_use, str(exc)))
+            yield ToolResultEvent(error_result(tool_use, str(exc)))
             return
         with self._pool.in_use(key):
             result: ToolResult = await client.call_tool_async(
@@ -359,10 +360,6 @@ def _stop_quietly(client: MCPClient, server_id: str) -> None:
     except Exception as exc:  # a dead server's client reports why it died: it is gone
         log.debug("MCP server %r: stopped after %s", server_id, _one_line(exc))
 
-
-def _error(tool_use: ToolUse, text: str) -> ToolResult:
-    return {"toolUseId": str(tool_use["toolUseId"]), "status": "error",
-            "content": [{"text": text}]}
 
 
 def _root(exc: BaseException) -> BaseException:

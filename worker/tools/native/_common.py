@@ -9,6 +9,7 @@ from typing import Any
 from strands.types.tools import ToolResult, ToolUse
 
 from strands_durable.worker.tools.net_guard import FetchFailed, ToolRefused
+from strands_durable.worker.tools.results import error_result
 
 __all__ = [
     "MAX_OUTPUT_CHARS",
@@ -42,9 +43,7 @@ def ok_json(tool: ToolUse, payload: Any) -> ToolResult:
             "content": [{"json": payload}]}
 
 
-def error(tool: ToolUse, text: str) -> ToolResult:
-    return {"toolUseId": tool.get("toolUseId", ""), "status": "error",
-            "content": [{"text": text}]}
+error = error_result  # the native tools' short name for it
 
 
 def cap_text(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
