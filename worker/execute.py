@@ -38,7 +38,6 @@ class StepOutput:
     output_tokens: int = 0
     new_messages: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
-    replayed_turns: int = 0  # model turns served from the journal, not the provider
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,6 @@ class StepExecutor:
             output_tokens=reply.output_tokens,
             new_messages=reply.messages[len(history):],
             duration_ms=(time.perf_counter() - started) * 1000,
-            replayed_turns=journal.replayed_turns if journal else 0,
         )
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:

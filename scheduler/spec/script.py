@@ -77,11 +77,6 @@ class ScriptConfig(BaseModel):
             return rule.tool_calls
         return rule.reply or ""
 
-    def reply_for(self, agent_id: str, prompt: str, turn: int = 1) -> str:
-        """The reply text (tool calls described as text)."""
-        answer = self.answer_for(agent_id, prompt, turn)
-        return answer if isinstance(answer, str) else ", ".join(c.name for c in answer)
-
 
 class ScriptedFailure(RuntimeError):
     """A scripted provider call that the rules say must fail (not transient)."""

@@ -26,11 +26,10 @@ def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> No
     tools = spec.tools or ToolsConfig()
     _check_unique_ids(tools, source)
     defined = set(tools.global_ids())
-    users = _users(spec)
     for path, agent, names in _tool_lists(spec):
         for name in names:
             if native_name(name) is not None:
-                _check_python(name, path, users, source, policy)
+                _check_python(name, path, _users(spec, name), source, policy)
             elif name not in defined:
                 known = sorted(defined | set(NATIVE_TOOLS))
                 raise SpecError(source, path, f"agent {agent!r}: unknown tool {name!r}"
@@ -38,9 +37,11 @@ def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> No
                                 f"{', '.join(sorted(defined)) or 'no tools'} (native tools: "
                                 f"{', '.join(NATIVE_TOOLS)})")
     for i, python in enumerate(tools.python):
-        _check_python(python.callable, f"tools.python[{i}]", users, source, policy)
+        _check_python(python.callable, f"tools.python[{i}]", _users(spec, python.callable),
+                      source, policy)
     for i, server in enumerate(tools.mcp):
-        _check_mcp(server.model_dump(), f"tools.mcp[{i}]", users(server.id), source, policy)
+        _check_mcp(server.model_dump(), f"tools.mcp[{i}]", _users(spec, server.id), source,
+                   policy)
     for i, executor in enumerate(tools.http_executors):
         path = f"tools.http_executors[{i}]"
         _check_url(executor.base_url, f"{path}.base_url", source)
@@ -69,14 +70,12 @@ def _overrides(node: Any, path: str) -> Iterator[tuple[str, str, list[str]]]:
             yield from _overrides(value, f"{path}[{i}]")
 
 
-def _users(spec: Spec) -> Any:
-    """tool id -> the agents that get it (no list: every global tool), for messages."""
-    def users(tool_id: str) -> list[str]:
-        short = native_name(tool_id)
-        return [agent_id for agent_id, agent in spec.agents.items()
-                if agent.tools is None or tool_id in agent.tools
-                or (short is not None and short in agent.tools)] or ["(none)"]
-    return users
+def _users(spec: Spec, tool_id: str) -> list[str]:
+    """The agents that get `tool_id` (no list: every global tool), for messages."""
+    short = native_name(tool_id)
+    return [agent_id for agent_id, agent in spec.agents.items()
+            if agent.tools is None or tool_id in agent.tools
+            or (short is not None and short in agent.tools)] or ["(none)"]
 
 
 def _check_unique_ids(tools: ToolsConfig, source: str) -> None:
@@ -87,10 +86,10 @@ def _check_unique_ids(tools: ToolsConfig, source: str) -> None:
         seen.add(tool_id)
 
 
-def _check_python(reference: str, path: str, users: Any, source: str,
+def _check_python(reference: str, path: str, users: list[str], source: str,
                   policy: ToolPolicy) -> None:
     native = native_name(reference)
-    agents = ", ".join(users(reference))
+    agents = ", ".join(users)
     if native == "python_exec" and not policy.tool_python_exec:
         raise SpecError(source, path, f"tool 'python_exec' (agents: {agents}) runs the "
                         "model's code on the worker; this fleet does not allow it "

@@ -11,7 +11,7 @@ import pytest
 from strands_durable.errors import ProviderError
 from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
-from strands_durable.worker.providers.scripted import ScriptedModel, count_words, last_user_text
+from strands_durable.worker.providers.scripted import ScriptedModel, count_words, prompt_and_turn
 
 
 def _user(text: str) -> dict[str, Any]:
@@ -85,7 +85,7 @@ async def test_prompt_is_the_last_user_message_only() -> None:
         {"role": "assistant", "content": [{"text": "old answer"}]},
         _user("new question"),
     ]
-    assert last_user_text(messages) == "new question"  # type: ignore[arg-type]
+    assert prompt_and_turn(messages)[0] == "new question"  # type: ignore[arg-type]
     events = await _stream(ScriptedModel("a"), messages)
     assert events[2]["contentBlockDelta"]["delta"]["text"] == "a: new question"
     assert events[5]["metadata"]["usage"]["inputTokens"] == 2

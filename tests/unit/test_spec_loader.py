@@ -864,8 +864,8 @@ def test_load_script_file(tmp_path: Path) -> None:
     )
     script = load_script_file(path)
     assert script.delay_s == 0.25
-    assert script.reply_for("researcher", "the topic is") == "Found it"
-    assert script.reply_for("other", "x") == "default"
+    assert script.answer_for("researcher", "the topic is") == "Found it"
+    assert script.answer_for("other", "x") == "default"
 
 
 @pytest.mark.parametrize(

@@ -32,11 +32,6 @@ def count_words(text: str) -> int:
     return len(text.split())
 
 
-def last_user_text(messages: Messages) -> str:
-    """Text of the most recent user message with text (the step's prompt), or ''."""
-    return prompt_and_turn(messages)[0]
-
-
 def prompt_and_turn(messages: Messages) -> tuple[str, int]:
     """The step's prompt (the last user message with text; tool results carry none) and
     this model call's turn within the step: 1 + the assistant messages since it."""
@@ -52,7 +47,7 @@ def prompt_and_turn(messages: Messages) -> tuple[str, int]:
 
 
 class ScriptedModel(Model):
-    """A Strands model whose replies come from `script.reply_for(agent_id, prompt)`."""
+    """A Strands model whose replies come from `script.answer_for(agent_id, prompt, turn)`."""
 
     def __init__(self, agent_id: str, script: ScriptConfig | None = None) -> None:
         self.agent_id = agent_id
