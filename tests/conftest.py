@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 from fleet import Fleet
 from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
 
-from strands_durable.settings import DurableSettings
+from strands_durable.settings import DurableSettings, current_tool_policy
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -74,3 +74,17 @@ def fleet_factory(redis_server: RedisServer, prefix: str, tmp_path: Path
     yield make
     for fleet in fleets:
         fleet.stop_all()
+
+
+@pytest.fixture
+def tool_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """The test tools (tests/tool_fixtures/) allowed as python tools, each execution
+    logged to the file this yields (for workers too: they inherit the environment), and
+    a key for the OpenAI provider class pointed at a local fake."""
+    log = tmp_path / "tool-calls.jsonl"
+    monkeypatch.setenv("DURABLE_TOOL_MODULES", "tests.tool_fixtures")
+    monkeypatch.setenv("DURABLE_TEST_TOOL_LOG", str(log))
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    current_tool_policy.cache_clear()
+    yield log
+    current_tool_policy.cache_clear()

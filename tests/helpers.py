@@ -6,8 +6,9 @@ import asyncio
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -116,3 +117,19 @@ class StepBreakpoints:
 async def status_doc(store: Store, session_id: str) -> dict[str, Any]:
     """A session's status document as the API and `durable status --json` send it."""
     return (await session_status(store, session_id)).model_dump(mode="json")
+
+
+def send_chunked(handler: BaseHTTPRequestHandler, content_type: str,
+                 chunks: Iterable[str]) -> None:
+    """Answer 200 with `chunks` as an HTTP/1.1 chunked stream, each sent as it comes (the
+    fake LLM servers stream the way real ones do: SSE, NDJSON)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    for chunk in chunks:
+        data = chunk.encode()
+        handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        handler.wfile.flush()
+    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.flush()

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from helpers import send_chunked
+
 PROMPT_TOKENS, COMPLETION_TOKENS = 13, 5
 
 
@@ -57,24 +59,13 @@ def _handler(state: ToolLLM) -> type[BaseHTTPRequestHandler]:
                 state.release.wait(timeout=120)
             n, reply = state.answer(body)
             if self.path == "/v1/chat/completions":
-                self._stream("text/event-stream", _openai(body["model"], n, reply))
+                send_chunked(self, "text/event-stream", _openai(body["model"], n, reply))
             elif self.path == "/api/chat":
-                self._stream("application/x-ndjson", _ollama(body["model"], n, reply))
+                send_chunked(self, "application/x-ndjson", _ollama(body["model"], n, reply))
             else:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-
-        def _stream(self, content_type: str, chunks: Iterator[str]) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for chunk in chunks:
-                data = chunk.encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
 
     return Handler
 

@@ -26,7 +26,6 @@ from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.settings import current_tool_policy
 from strands_durable.store.connect import open_store
 from strands_durable.worker.faults import CRASH_EXIT_CODE
 
@@ -54,17 +53,6 @@ def llm() -> Iterator[ToolLLM]:
     server, thread = serve(state)
     yield state
     stop(server, thread, state)
-
-
-@pytest.fixture
-def tool_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "tool-calls.jsonl"
-    monkeypatch.setenv("DURABLE_TOOL_MODULES", "tests.tool_fixtures")
-    monkeypatch.setenv("DURABLE_TEST_TOOL_LOG", str(log))
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    current_tool_policy.cache_clear()
-    yield log
-    current_tool_policy.cache_clear()
 
 
 def tool_calls(log: Path) -> list[dict[str, Any]]:
@@ -117,13 +105,13 @@ async def server(redis_server: RedisServer) -> AsyncIterator[RedisServer]:
 
 
 async def test_an_uninterrupted_run_is_the_reference(server: RedisServer, llm: ToolLLM,
-                                                     tool_env: Path, tmp_path: Path) -> None:
+                                                     tool_log: Path, tmp_path: Path) -> None:
     outcome, _ = await run(server, llm, tmp_path / "ref")
     assert outcome["status"] == "completed" and outcome["response"] == "bumped 3 times"
     turns = CALLS + 1
     assert outcome["tokens"] == (turns * PROMPT_TOKENS, turns * COMPLETION_TOKENS)
     assert len(llm.requests) == turns
-    calls = tool_calls(tool_env)
+    calls = tool_calls(tool_log)
     assert [c["n"] for c in calls] == [1, 2, 3]
     assert len({c["key"] for c in calls}) == CALLS  # a distinct idempotency key per call
     assert outcome["journals"] == set()  # the journal went with the commit
@@ -131,9 +119,9 @@ async def test_an_uninterrupted_run_is_the_reference(server: RedisServer, llm: T
 
 @pytest.mark.parametrize("k", range(1, CALLS + 1))
 async def test_a_crash_after_tool_call_k_repeats_no_journaled_call(
-        k: int, server: RedisServer, llm: ToolLLM, tool_env: Path, tmp_path: Path) -> None:
+        k: int, server: RedisServer, llm: ToolLLM, tool_log: Path, tmp_path: Path) -> None:
     outcome, crashes = await run(server, llm, tmp_path / f"k{k}", crash_at=f"after_tool:{k}",
-                                 tool_log=tool_env)
+                                 tool_log=tool_log)
     assert crashes == 1
     turns = CALLS + 1
     assert outcome["status"] == "completed" and outcome["response"] == "bumped 3 times"
@@ -141,14 +129,14 @@ async def test_a_crash_after_tool_call_k_repeats_no_journaled_call(
     assert outcome["tokens"] == (turns * PROMPT_TOKENS, turns * COMPLETION_TOKENS)
     # Provider: k turns before the crash, the rest after; none again.
     assert len(llm.requests) == turns, [len(r["messages"]) for r in llm.requests]
-    calls = tool_calls(tool_env)
+    calls = tool_calls(tool_log)
     assert [c["n"] for c in calls] == [1, 2, 3], calls  # no tool call ran twice
     assert len({c["key"] for c in calls}) == CALLS
     assert outcome["journals"] == set()
 
 
 async def test_a_zombie_that_lost_its_lease_journals_and_calls_nothing(
-        server: RedisServer, llm: ToolLLM, tool_env: Path, tmp_path: Path) -> None:
+        server: RedisServer, llm: ToolLLM, tool_log: Path, tmp_path: Path) -> None:
     """Worker A runs tool call 1, then freezes (SIGSTOP) inside model turn 2; worker B
     takes the step over, replays turn 1 and tool call 1, and finishes it. A wakes up
     (SIGCONT) with its turn-2 answer: its journal write is refused, so it calls no tool
@@ -165,7 +153,7 @@ async def test_a_zombie_that_lost_its_lease_journals_and_calls_nothing(
         os.kill(zombie.pid, signal.SIGSTOP)
         fleet.start_worker()
         assert await poll_until(lambda: ended(store, sid), timeout_s=90), fleet.logs()
-        assert [c["n"] for c in tool_calls(tool_env)] == [1, 2, 3]
+        assert [c["n"] for c in tool_calls(tool_log)] == [1, 2, 3]
 
         llm.release.set()  # the zombie's held answer arrives...
         os.kill(zombie.pid, signal.SIGCONT)  # ...as it wakes up
@@ -173,7 +161,7 @@ async def test_a_zombie_that_lost_its_lease_journals_and_calls_nothing(
         assert await poll_until(lambda: _says(log, "lease lost"), timeout_s=60), fleet.logs()
         record = await store.get_session(sid)
         assert record.status.value == "completed" and record.steps_committed == 1
-        assert [c["n"] for c in tool_calls(tool_env)] == [1, 2, 3]  # none by the zombie
+        assert [c["n"] for c in tool_calls(tool_log)] == [1, 2, 3]  # none by the zombie
         events = [f for _, f in await store.events(sid)]
         assert sum(f["type"] == "step_completed" for f in events) == 1
         assert sum(f["type"] == "tool_call_completed" for f in events) == CALLS

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from helpers import send_chunked
+
 
 @dataclass
 class FakeOllama:
@@ -61,15 +63,8 @@ def _handler(state: FakeOllama) -> type[BaseHTTPRequestHandler]:
                       "done_reason": "stop", "total_duration": 12_000_000,
                       "prompt_eval_count": len(prompt.split()),
                       "eval_count": len(text.split())}]
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-ndjson")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for line in lines:
-                data = (json.dumps(line) + "\n").encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            send_chunked(self, "application/x-ndjson",
+                         (json.dumps(line) + "\n" for line in lines))
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()

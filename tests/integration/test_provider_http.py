@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import send_chunked, wait_for
 
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
@@ -84,15 +84,7 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
         def _stream(self, content_type: str, chunks: Iterator[str]) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for chunk in chunks:
-                data = chunk.encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+            send_chunked(self, content_type, chunks)
 
     return Handler
 

@@ -18,7 +18,6 @@ from strands_durable.models import Event, EventType, SessionStatus, StepJob, now
 from strands_durable.scheduler.operations.history import event_docs
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.settings import current_tool_policy
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -83,17 +82,6 @@ def llm() -> Iterator[ToolLLM]:
     server, thread = serve(state)
     yield state
     stop(server, thread)
-
-
-@pytest.fixture
-def tool_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "tools.jsonl"
-    monkeypatch.setenv("DURABLE_TOOL_MODULES", "tests.tool_fixtures")
-    monkeypatch.setenv("DURABLE_TEST_TOOL_LOG", str(log))
-    monkeypatch.setenv("OPENAI_API_KEY", "test")
-    current_tool_policy.cache_clear()
-    yield log
-    current_tool_policy.cache_clear()
 
 
 async def ended(store: Store, sid: str) -> bool:

@@ -5,8 +5,8 @@ a lost lease stops everything."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import threading
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
@@ -78,12 +78,13 @@ def bump(n: int) -> int:
     return n + 1
 
 
+answer_slow = threading.Event()  # set by the test once the timeout has been seen
+
+
 @tool
 def slow(n: int) -> int:
-    """Never answers in time."""
-    import time
-
-    time.sleep(0.5)
+    """Never answers in time: it waits until the test lets it go."""
+    answer_slow.wait(timeout=60)
     return n
 
 
@@ -173,14 +174,17 @@ async def test_a_tool_past_its_timeout_is_a_timeout_error() -> None:
     journal = StepJournal(step=JOB.key, entries={}, write=recorder.write)
     model = JournaledModel(ScriptedModel("clerk", script_slow), journal)
     wrapped = JournaledTool(slow, journal, JOB, "w-1", 0.05, after_result=lambda: None)
-    reply = await call_agent(model, system_prompt=None, history=[], prompt="go",
-                             tools=[wrapped])
+    answer_slow.clear()
+    try:
+        reply = await call_agent(model, system_prompt=None, history=[], prompt="go",
+                                 tools=[wrapped])
+    finally:
+        answer_slow.set()  # the abandoned tool thread may end now
     assert reply.text == "gave up"
     result = json.loads(recorder.fields["t1"])
     assert result["status"] == "error" and "timed out after 0.05s" in result["content"][0]["text"]
     done = [e for e in recorder.events if e.type == EventType.TOOL_CALL_COMPLETED]
     assert [e.outcome for e in done] == ["timeout"]
-    await asyncio.sleep(0)  # let the abandoned thread's loop callback settle
 
 
 def test_text_and_tool_input_deltas_are_merged() -> None:
