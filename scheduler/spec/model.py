@@ -2,8 +2,8 @@
 
 The models follow `schema/strands-workflow.schema.json` field for field; the loader
 validates against that schema first, so these models carry types rather than rules.
-Sections we do not act on (telemetry, skills, security, env, context_policy,
-metadata, tags) are kept as extra fields on `Spec` so every valid spec loads.
+`telemetry`, `context_policy`, `skills` and `security` are typed in sections.py;
+`env`, `metadata` and `tags` stay extra fields on `Spec` so every valid spec loads.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validat
 
 from strands_durable.scheduler.patterns import PATTERNS
 from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.scheduler.spec.sections import ContextPolicy, Security, Skill, Telemetry
 from strands_durable.scheduler.spec.steps import PatternConfig, Scalar, SpecModel
 from strands_durable.scheduler.spec.tools import ToolsConfig
 
@@ -150,7 +151,7 @@ class Outputs(SpecModel):
 
 
 class Spec(BaseModel):
-    """A whole spec. Sections we do not use stay available as extra fields."""
+    """A whole spec. `env`, `metadata` and `tags` stay available as extra fields."""
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -163,6 +164,10 @@ class Spec(BaseModel):
     inputs: Inputs | None = None
     outputs: Outputs | None = None
     tools: ToolsConfig | None = None
+    telemetry: Telemetry | None = None
+    context_policy: ContextPolicy | None = None
+    skills: list[Skill] = Field(default_factory=list)
+    security: Security | None = None
 
     def tools_for(self, agent_id: str, overrides: list[str] | None = None) -> ToolsConfig:
         """The tools agent `agent_id` gets (a step's `tool_overrides` win over its list)."""
