@@ -20,8 +20,8 @@ strands-cli behaviours matched (exec/orchestrator_workers.py @929836b):
   item is its own task, and a reply that is just the word "complete" (or "done")
   means []. A reply that does not parse is retried up to 2 times (3 attempts) with
   strands-cli's clarification prompt, then the session fails naming the step and reply.
-- limits.max_workers bounds CONCURRENCY (strands-cli's semaphore), not the number
-  of tasks: at most max_workers workers of a round are scheduled at a time, the next
+- limits.max_workers (and runtime.max_parallel, when the spec sets it) bounds
+  CONCURRENCY (strands-cli's semaphore), not the number of tasks: at most max_workers workers of a round are scheduled at a time, the next
   task is scheduled as one completes. Worker input is the task text; each worker
   has its own conversation lane; worker_template.tools travels in job meta.
 - Rounds: strands-cli runs exactly one (it rejects max_rounds != 1). Extension:
@@ -133,9 +133,15 @@ def _config(ctx: PlanContext) -> OrchestratorWorkersConfig:
 
 
 def _limits(ctx: PlanContext) -> tuple[int | None, int]:
-    """(max_workers or None for unlimited, max_rounds with strands-cli's default 1)."""
+    """(the workers that may run at once, None for unlimited; max_rounds with
+    strands-cli's default 1). A `runtime.max_parallel` the spec writes also bounds the
+    workers (the schema says it covers orchestrator workers); its default does not, as
+    strands-cli's orchestrator runs unbounded without max_workers."""
     limits = _config(ctx).orchestrator.limits
     max_workers = limits.max_workers if limits and limits.max_workers else None
+    runtime = ctx.spec.runtime
+    if "max_parallel" in runtime.model_fields_set:
+        max_workers = min(max_workers or runtime.max_parallel, runtime.max_parallel)
     max_rounds = limits.max_rounds if limits and limits.max_rounds else 1
     return max_workers, max(max_rounds, 1)
 

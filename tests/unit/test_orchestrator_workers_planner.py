@@ -220,6 +220,24 @@ def test_max_workers_bounds_in_flight_workers(order: str, max_workers: int) -> N
     assert run.view["orchestrator_decision"] == "complete"
 
 
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize(("limits", "max_parallel", "bound"), [
+    ("{max_workers: 4}", 2, 2),   # the smaller of the two wins
+    ("{max_workers: 2}", 3, 2),
+    ("{max_rounds: 1}", 3, 3),    # max_parallel alone bounds the workers
+])
+def test_runtime_max_parallel_bounds_in_flight_workers(order: str, limits: str,
+                                                        max_parallel: int, bound: int) -> None:
+    spec = (SPEC.replace("limits: {max_workers: 2, max_rounds: 2}", f"limits: {limits}")
+            .replace("runtime: {provider: scripted}",
+                     f"runtime: {{provider: scripted, max_parallel: {max_parallel}}}"))
+    run = drive(spec, plans(tasks_json(*"abcdefg"), "[]"), order)
+    assert run.max_workers_in_flight == bound
+    assert sorted(k for k in run.keys if k.startswith("worker:")) == [
+        f"worker:1:{i}" for i in range(7)]
+    assert run.decision.status == SessionStatus.COMPLETED
+
+
 def test_unlimited_workers_and_one_round_by_default() -> None:
     spec = SPEC.replace("      limits: {max_workers: 2, max_rounds: 2}\n", "")
     run = drive(spec, plans(tasks_json("a", "b", "c")))
