@@ -172,4 +172,17 @@ class Spec(BaseModel):
     def tools_for(self, agent_id: str, overrides: list[str] | None = None) -> ToolsConfig:
         """The tools agent `agent_id` gets (a step's `tool_overrides` win over its list)."""
         wanted = overrides if overrides is not None else self.agents[agent_id].tools
-        return (self.tools or ToolsConfig()).selected(wanted)
+        selected = (self.tools or ToolsConfig()).selected(wanted)
+        guardrails = self.security.guardrails if self.security else None
+        if guardrails is None or guardrails.allow_tools is None:
+            return selected
+        # The loader refuses a spec that names a tool outside the list; this keeps the
+        # worker to it whatever reaches it.
+        allowed = set(guardrails.allow_tools)
+        return ToolsConfig(
+            python=[tool for tool in selected.python
+                    if {tool.callable, tool.native, f"strands_cli.tools.{tool.native}"}
+                    & allowed],
+            mcp=[server for server in selected.mcp if server.id in allowed],
+            http_executors=[executor for executor in selected.http_executors
+                            if executor.id in allowed])

@@ -18,7 +18,7 @@ from strands_durable.scheduler.spec.tools import ToolsConfig, env_references
 from strands_durable.settings import ToolPolicy, current_tool_policy
 from strands_durable.tools import NATIVE_TOOLS, native_name
 
-__all__ = ["check_tools"]
+__all__ = ["check_tools", "tool_lists"]
 
 
 def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> None:
@@ -26,7 +26,7 @@ def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> No
     tools = spec.tools or ToolsConfig()
     _check_unique_ids(tools, source)
     defined = set(tools.global_ids())
-    for path, agent, names in _tool_lists(spec):
+    for path, agent, names in tool_lists(spec):
         for name in names:
             if native_name(name) is not None:
                 _check_python(name, path, _users(spec, name), source, policy)
@@ -48,7 +48,7 @@ def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> No
         _check_secrets(executor.headers, f"{path}.headers", source, policy)
 
 
-def _tool_lists(spec: Spec) -> Iterator[tuple[str, str, list[str]]]:
+def tool_lists(spec: Spec) -> Iterator[tuple[str, str, list[str]]]:
     """(path, agent, tool ids) of every tool list: agents' `tools` and steps' overrides."""
     for agent_id, agent in spec.agents.items():
         if agent.tools is not None:

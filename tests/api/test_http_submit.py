@@ -73,6 +73,8 @@ async def test_hitl_spec_starts_running(client: httpx.AsyncClient) -> None:
      "nobody"),
     (chain_spec(1).replace("{{ topic }}", "{{ topik }}"), "pattern.config.steps[0].input",
      "topik"),
+    (chain_spec(1) + "security: {guardrails: {pii_redaction: true}}\n",
+     "security.guardrails.pii_redaction", "not implemented"),
     ("version: 0\nname: [unclosed", "line 2", "invalid YAML"),
     ("- just\n- a list\n", "", "mapping at the top level"),
 ])
