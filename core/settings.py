@@ -100,7 +100,35 @@ def current_tool_policy() -> ToolPolicy:
     return ToolPolicy()
 
 
-class DurableSettings(Limits, ToolPolicy):
+class TelemetryPolicy(BaseSettings):
+    """Where a spec's traces may go, set by the operator (never by a spec). A spec's
+    `telemetry.otel.endpoint` would make workers send prompts and replies to a URL its
+    author chose: the fleet exports only to these (and to its own OTEL_EXPORTER_OTLP_*
+    endpoint). Read where specs are checked (API, CLI) and where steps run (workers)."""
+
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    # Spec endpoints this fleet may export to: comma-separated URLs, `*` for any.
+    otel_endpoints: str = ""
+    # One OTLP export request (its retries included) gives up after this long.
+    otel_export_timeout_s: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    # Finished spans waiting for export, per endpoint; beyond it new spans are dropped.
+    otel_queue_size: int = Field(default=2048, ge=64, le=1_000_000)
+    # Distinct endpoints one process exports to at once (the least recently used closes).
+    otel_max_endpoints: int = Field(default=8, ge=1, le=256)
+
+    @property
+    def allowed_endpoints(self) -> tuple[str, ...]:
+        return _names(self.otel_endpoints)
+
+
+@lru_cache(maxsize=1)
+def current_telemetry_policy() -> TelemetryPolicy:
+    """This process's telemetry policy, read from the environment once."""
+    return TelemetryPolicy()
+
+
+class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # repr=False: a settings object in a log or traceback never shows the password.
@@ -126,8 +154,10 @@ class DurableSettings(Limits, ToolPolicy):
     # One model call (one attempt) may take this long; a hung provider then counts as a
     # transient failure instead of holding the step's lease forever. 0 = no limit.
     model_timeout_s: float = Field(default=600.0, ge=0)
-    # Messages of an agent's committed conversation restored for its next step.
-    conversation_window: int = Field(default=20, ge=0)
+    # An operator ceiling on the messages of an agent's committed conversation restored
+    # for its next step (the newest ones; the spec's context_policy bounds it first).
+    # 0 = no ceiling: the whole conversation since its latest compaction.
+    conversation_window: int = Field(default=0, ge=0)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
     # Observability and the scheduler role (core/metrics/, scheduler/role/service.py).

@@ -98,6 +98,19 @@ class GateOutcome:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    """A step's compaction of its lane: `summary` (a user message) stands for every
+    message of the lane but the `keep` newest ones before it (store/conversation.py)."""
+
+    summary: dict[str, Any]
+    keep: int
+
+    def __post_init__(self) -> None:
+        if self.keep < 0:
+            raise ValueError(f"Compaction.keep must be >= 0, got {self.keep}")
+
+
+@dataclass(frozen=True)
 class CommitRequest:
     job: StepJob
     entry_id: str
@@ -109,6 +122,8 @@ class CommitRequest:
     reason: str = ""
     new_messages: Sequence[dict[str, Any]] = ()
     replace_conversation: bool = False
+    # The lane compacted by this step (after its new messages), or None.
+    compaction: Compaction | None = None
     next_jobs: Sequence[StepJob] = ()
     artifacts: dict[str, str] = field(default_factory=dict)
     events: Sequence[Event] = ()

@@ -11,6 +11,7 @@ from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str, as_str_map
+from strands_durable.store.conversation import restore
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
 
 
@@ -55,16 +56,17 @@ class SessionReads(StoreBase):
                                        block=block_ms)
         return [entry for _, batch in reply or [] for entry in as_entries(batch)]
 
-    async def conversation(self, session_id: str, lane: str, window: int) -> list[dict[str, Any]]:
-        if window <= 0:
-            return []
-        raw = await self.redis.lrange(self.keys.conversation(session_id, lane), -window, -1)
-        messages = [json.loads(m) for m in raw]
-        # A restored history must open with a user's prompt: drop a dangling head (an
-        # assistant turn, or tool results whose tool use the window cut off).
-        while messages and not _opens_a_turn(messages[0]):
-            messages.pop(0)
-        return messages
+    async def conversation(self, session_id: str, lane: str, window: int = 0
+                           ) -> list[dict[str, Any]]:
+        """The lane's conversation to restore (store/conversation.py): the whole of it
+        since its latest compaction, at most `window` newest messages (0: no ceiling)."""
+        key = self.keys.conversation(session_id, lane)
+        length = int(await self.redis.llen(key))
+
+        async def read(start: int, stop: int) -> list[bytes | str]:
+            return list(await self.redis.lrange(key, start, stop))
+
+        return await restore(length, read, window)
 
     async def failed_steps(self, session_id: str) -> list[str]:
         """Keys of the steps that failed past their retries and await a resume."""
@@ -142,7 +144,3 @@ class SessionReads(StoreBase):
         return [as_str(x) for x in
                 await self.redis.lrange(self.keys.conversation(session_id, lane), 0, length - 1)]
 
-
-def _opens_a_turn(message: dict[str, Any]) -> bool:
-    return message.get("role") == "user" and not any(
-        "toolResult" in block for block in message.get("content", []))

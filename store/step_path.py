@@ -12,6 +12,7 @@ from strands_durable.errors import IdempotencyConflict
 from strands_durable.models import Event, EventType, SessionStatus, StepJob, StepResult
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, dumps
+from strands_durable.store.conversation import compaction_item
 from strands_durable.store.keys import (
     CONSUMER_GROUP,
     check_session_id,
@@ -126,14 +127,17 @@ class StepPath(StoreBase):
         sid = job.session_id
         shard = k.shard(sid)
         lane = job.conversation_lane
-        mode = "replace" if req.replace_conversation else "append" if req.new_messages else "none"
+        # A compaction is one more lane item after the step's own messages (conversation.py).
+        lane_items = [*req.new_messages,
+                      *([compaction_item(req.compaction)] if req.compaction else [])]
+        mode = "replace" if req.replace_conversation else "append" if lane_items else "none"
         # commit.lua appends the lane's length after this commit ("lane_len"), so a
         # fork from this checkpoint can cut the lane's conversation where it stood.
         checkpoint = dumps({"step": job.key, "attempt": job.attempt, "at": req.now_iso,
                             "status": req.status.value, "state": req.state,
                             "type": "step", "clean": True, "lane": lane})
         result_json, state_json = req.result.to_json(), dumps(req.state)
-        messages = [dumps(m) for m in req.new_messages]
+        messages = [dumps(m) for m in lane_items]
         jobs = [j.to_json() for j in req.next_jobs]
         res = await self.scripts.commit(
             keys=CommitKeys(

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from strands import Agent
 from strands.agent.agent_result import AgentResult
+from strands.agent.conversation_manager import NullConversationManager
 from strands.models.model import Model
 from strands.types.exceptions import EventLoopException
 from strands.types.tools import AgentTool
@@ -31,6 +32,7 @@ from tenacity import (
 from strands_durable.worker.providers.transient import is_transient
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Keys Strands adds to each message that are not needed to restore a conversation:
 # `tracking_id` is a random UUID (it would make committed history non-deterministic)
@@ -76,6 +78,19 @@ async def call_agent(
     calls as the model asks for), retrying transient errors per `retry` (default policy).
     Each attempt gets `timeout_s` (None: unlimited); running out of it is transient.
     `before_attempt` runs before each attempt (a journal restarts its turn count)."""
+
+    async def attempt() -> AgentReply:
+        if before_attempt is not None:
+            before_attempt()
+        return await _call_once(model, system_prompt, history, prompt, tools or [])
+
+    return await with_retries(attempt, retry=retry, timeout_s=timeout_s)
+
+
+async def with_retries(work: Callable[[], Awaitable[T]], *, retry: RetryPolicy | None = None,
+                       timeout_s: float | None = None) -> T:
+    """`work()` retried in place on transient provider errors (the default policy unless
+    `retry`), each attempt within `timeout_s` (None: unlimited; running out is transient)."""
     policy = retry if retry is not None else RetryPolicy()
     retrying = AsyncRetrying(
         stop=stop_after_attempt(policy.attempts),
@@ -88,19 +103,14 @@ async def call_agent(
     )
     async for attempt in retrying:
         with attempt:
-            if before_attempt is not None:
-                before_attempt()
-            return await _call_within(timeout_s, model, system_prompt, history, prompt,
-                                      tools or [])
+            return await _within(timeout_s, work)
     raise AssertionError("unreachable: tenacity either returns or re-raises")
 
 
-async def _call_within(timeout_s: float | None, model: Model, system_prompt: str | None,
-                       history: list[dict[str, Any]], prompt: str,
-                       tools: list[AgentTool]) -> AgentReply:
+async def _within(timeout_s: float | None, work: Callable[[], Awaitable[T]]) -> T:
     try:
         async with asyncio.timeout(timeout_s):
-            return await _call_once(model, system_prompt, history, prompt, tools)
+            return await work()
     except TimeoutError:
         raise TimeoutError(f"no reply from the model within {timeout_s:g}s") from None
 
@@ -113,6 +123,10 @@ async def _call_once(model: Model, system_prompt: str | None, history: list[dict
         tools=list(tools) or None,
         # Strands mutates the list and its messages in place (tracking ids): copy.
         messages=copy.deepcopy(history),  # type: ignore[arg-type]
+        # The history is what the durable layer restored (bounded by the spec's context
+        # policy, compacted in worker/compaction.py): Strands' default sliding window
+        # would drop turns from it, and from the new turns the commit takes.
+        conversation_manager=NullConversationManager(),
         callback_handler=None,  # no printing to stdout
         # Strands' own throttling retry (6 attempts, 4 s..240 s) would hide errors
         # from our policy and hold the step for minutes: one retry layer only.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from strands.models.model import Model
@@ -21,8 +21,16 @@ from strands_durable.errors import StepFailed
 from strands_durable.models import Event, StepJob
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
+from strands_durable.store.records import Compaction
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import call_agent
+from strands_durable.worker.compaction import (
+    SUMMARIZER_AGENT,
+    SUMMARIZER_PROMPT,
+    SUMMARIZER_TEMPERATURE,
+    Compacted,
+    compact,
+)
 from strands_durable.worker.faults import CrashPoints
 from strands_durable.worker.journal import JournaledModel, StepJournal
 from strands_durable.worker.providers import ModelConfig, build_model
@@ -38,6 +46,9 @@ class StepOutput:
     output_tokens: int = 0
     new_messages: list[dict[str, Any]] = field(default_factory=list)
     duration_ms: float = 0.0
+    # The lane's compaction this step commits (worker/compaction.py), if any; its
+    # summarizer's tokens are in input_tokens and output_tokens.
+    compaction: Compaction | None = None
 
 
 @dataclass(frozen=True)
@@ -96,12 +107,15 @@ class StepExecutor:
             raise StepFailed(job.session_id, job.key, f"unknown agent {job.agent!r}",
                              retryable=False)
         run = run or StepRun()
-        model: Model = self._model(model_config(spec, job.agent))
+        config = model_config(spec, job.agent)
+        model: Model = self._model(config)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None
         if journal is not None:
             model = JournaledModel(model, journal)
             tools = [self._journaled(tool, journal, job, run) for tool in tools]
+        # The whole committed conversation since its latest compaction, under the
+        # operator's ceiling (0: none).
         history = await self.store.conversation(job.session_id, job.conversation_lane,
                                                 self.settings.conversation_window)
         prompt = system_prompt(spec, job.agent, job.system_prompt)
@@ -109,13 +123,34 @@ class StepExecutor:
                                  prompt=job.input,
                                  timeout_s=self.settings.model_timeout_s or None, tools=tools,
                                  before_attempt=journal.restart if journal else None)
+        # Compacted after the call, as strands-cli's hook does, with the unjournaled
+        # model: the journal's turns are the agent's alone (worker/compaction.py).
+        compacted = await self._compact(spec, config, reply.messages)
+        extra_in, extra_out = ((compacted.input_tokens, compacted.output_tokens)
+                               if compacted else (0, 0))
         return StepOutput(
             response=reply.text,
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
+            input_tokens=reply.input_tokens + extra_in,
+            output_tokens=reply.output_tokens + extra_out,
             new_messages=reply.messages[len(history):],
             duration_ms=(time.perf_counter() - started) * 1000,
+            compaction=compacted.record if compacted else None,
         )
+
+    async def _compact(self, spec: Spec, config: ModelConfig,
+                       messages: list[dict[str, Any]]) -> Compacted | None:
+        policy = spec.context_policy.compaction if spec.context_policy else None
+        if policy is None or not policy.enabled:
+            return None
+        summarizer, prompt = config, None
+        if policy.summarization_model:  # strands-cli's summarization agent
+            summarizer = replace(config, agent_id=SUMMARIZER_AGENT,
+                                 model_id=policy.summarization_model,
+                                 temperature=SUMMARIZER_TEMPERATURE, top_p=None,
+                                 max_tokens=None)
+            prompt = SUMMARIZER_PROMPT
+        return await compact(policy, messages, self._model(summarizer), system_prompt=prompt,
+                             timeout_s=self.settings.model_timeout_s or None)
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
         async def write(name: str, value: str, events: Sequence[Event]) -> bool:

@@ -207,7 +207,8 @@ class StepRunner:
             try:
                 request = await self._plan_with_lease(shard, entry_id, lambda s=snapshot: (
                     plan_commit(s, job, result, entry_id=entry_id, consumer=self.consumer,
-                                new_messages=output.new_messages)))
+                                new_messages=output.new_messages,
+                                compaction=output.compaction)))
             except LeaseLost:
                 log.warning("session %s step %s: lease lost while planning; abandoning",
                             sid, job.key)

@@ -28,7 +28,7 @@ from strands_durable.scheduler.patterns.base import HITL_AGENT
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
 from strands_durable.scheduler.spec.model import Spec
-from strands_durable.store.records import CommitRequest
+from strands_durable.store.records import CommitRequest, Compaction
 
 FINAL_RESPONSE = "final_response"
 
@@ -116,7 +116,8 @@ def timeout_job(job: StepJob) -> StepJob:
 
 
 def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_id: str,
-                consumer: str, new_messages: Sequence[dict[str, Any]] = ()) -> CommitRequest:
+                consumer: str, new_messages: Sequence[dict[str, Any]] = (),
+                compaction: Compaction | None = None) -> CommitRequest:
     decision, artifacts = decide(snapshot, result)
     at, at_ms = now_iso(), now_ms()
     status, reason = decision.status, decision.reason
@@ -156,7 +157,8 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
     return CommitRequest(
         job=job, entry_id=entry_id, consumer=consumer, expected_version=snapshot.version,
         result=result, state=state, status=status, reason=reason,
-        new_messages=new_messages, next_jobs=runnable, artifacts=artifacts, events=events,
+        new_messages=new_messages, compaction=compaction, next_jobs=runnable,
+        artifacts=artifacts, events=events,
         now_iso=at, now_ms=at_ms, waiting=waiting, timers=timers,
         answers_human=job.agent == HITL_AGENT,
     )
