@@ -144,10 +144,14 @@ async def _startup(ctx: dict[str, Any]) -> None:
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
+    from strands_durable.worker.telemetry import TRACING
+
     consumer = ctx.get("durable_consumer")
     if consumer is not None:
         await consumer.stop()
         await consumer.store.close()
+    # Spans still queued are exported (each endpoint bounded by its export timeout).
+    await asyncio.to_thread(TRACING.shutdown)
     if "durable_metrics" in ctx:
         from strands_durable import metrics
 

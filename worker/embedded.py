@@ -13,10 +13,12 @@ from strands_durable.models import SessionStatus, StepResult
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
 from strands_durable.scheduler.spec.loader import LoadedSpec
+from strands_durable.scheduler.spec.telemetry import local_run
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import MEMORY_URL, open_store
 from strands_durable.store.store import SessionRecord, Store
 from strands_durable.worker.session_consumer import SessionConsumer
+from strands_durable.worker.telemetry import TRACING
 
 POLL_S = 0.02
 
@@ -27,6 +29,14 @@ class RunOutcome:
     record: SessionRecord
     final_response: str
     artifacts: dict[str, str]
+
+
+def honour_spec_telemetry() -> None:
+    """`durable run` without DURABLE_REDIS_URL runs on the user's own machine: a spec's
+    `telemetry.otel.endpoint` is the user's to choose, not the fleet's to allow. Set in
+    the command's own context, before its spec is loaded (the steps inherit it)."""
+    if "DURABLE_REDIS_URL" not in os.environ:
+        local_run()
 
 
 def embedded_settings() -> DurableSettings:
@@ -78,6 +88,8 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
     finally:
         if consumer is not None:
             await consumer.stop(grace_s=0)
+        # The run's spans leave before the command returns (bounded by the export timeout).
+        await asyncio.to_thread(TRACING.flush, settings.otel_export_timeout_s)
         await store.close()
 
 

@@ -23,7 +23,16 @@ from typing import Any, TypeVar
 
 from strands_durable import metrics
 from strands_durable.errors import Conflict, DurableError, SpecError, StepFailed, TemplateError
-from strands_durable.models import Event, EventType, StepJob, StepKind, StepResult, now_iso, now_ms
+from strands_durable.models import (
+    Event,
+    EventType,
+    SessionStatus,
+    StepJob,
+    StepKind,
+    StepResult,
+    now_iso,
+    now_ms,
+)
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
 from strands_durable.scheduler.spec.model import Spec
@@ -34,6 +43,7 @@ from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
 from strands_durable.worker.providers.transient import permanent_cause
+from strands_durable.worker.telemetry import TRACING, StepFacts, mark_failed
 
 log = logging.getLogger("durable.worker")
 
@@ -120,9 +130,19 @@ class StepRunner:
             return
         variables = json.loads(fields["variables"] or "{}")
         self.crash.reached("after_gate")
-
         run = StepRun(entry_id=entry_id, worker=self.consumer,
                       spec_digest=fields["spec_digest"], journal=gate.journal)
+        # The step's span (when its session is traced): Strands' spans nest under it.
+        facts = StepFacts(self.consumer, reclaimed, len(gate.journal),
+                          int(fields.get("steps") or 0))
+        with TRACING.step_span(spec, job, facts, self.settings):
+            await self._run(shard, entry_id, spec, variables, job, reclaimed, run, fields,
+                            cache)
+
+    async def _run(self, shard: int, entry_id: str, spec: Spec, variables: dict[str, Any],
+                   job: StepJob, reclaimed: bool, run: StepRun, fields: dict[str, str],
+                   cache: SessionCache) -> None:
+        sid = job.session_id
         try:
             output = await self._execute_with_lease(shard, entry_id, spec, variables, job,
                                                     reclaimed, run)
@@ -222,6 +242,8 @@ class StepRunner:
                     # Not cached here: the next read of the commit-order list brings
                     # it, in its place among siblings committed meanwhile.
                     self.crash.reached("after_commit")
+                    if outcome.status == SessionStatus.COMPLETED.value:
+                        await self._trace_completion(spec, sid)
                 else:
                     log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
                 return
@@ -243,6 +265,18 @@ class StepRunner:
                  job.key)
         await self._plan_and_commit(shard, entry_id, spec, job, result,
                                     StepOutput(response=default), fields, cache)
+
+    async def _trace_completion(self, spec: Spec, sid: str) -> None:
+        """The session span, from the worker that completed the session."""
+        if TRACING.config_for(spec, self.settings) is None:
+            return
+        try:
+            record = await self.store.get_session(sid)
+        except Exception:  # telemetry never fails a committed step
+            log.warning("session %s: no session span (its record is unreadable)", sid,
+                        exc_info=True)
+            return
+        TRACING.session_completed(spec, record, self.settings)
 
     async def _refresh(self, sid: str, cache: SessionCache) -> dict[str, str]:
         fields = await self.store.plan_fields(sid)
@@ -275,6 +309,7 @@ class StepRunner:
             events.append(Event(EventType.SESSION_FAILED, step=job.key, at=at, detail=error))
             retry_at = None
         log.warning("session %s: %s", job.session_id, error)
+        mark_failed(error)
         metrics.step_failed(spec.pattern.type, job.agent, decision.retry)
         await self.store.fail_step(job, entry_id, self.consumer, retry_at_ms=retry_at,
                                    error=error, events=events, now_iso=at, now_ms=now_ms())

@@ -48,8 +48,10 @@ def run(
     """Run a workflow in this process (no server needed) and print its final response."""
 
     async def body() -> int:
+        from strands_durable.worker.embedded import honour_spec_telemetry
         from strands_durable.worker.providers.credentials import check_credentials
 
+        honour_spec_telemetry()  # before loading: the spec's endpoint is checked there
         loaded = load(spec, var, provider, script)
         check_credentials(loaded.spec, str(spec))  # this process runs the steps
         if out_dir is not None:

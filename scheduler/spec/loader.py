@@ -40,6 +40,7 @@ from strands_durable.scheduler.spec.reading import (
 from strands_durable.scheduler.spec.schema_check import validate_schema
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.scheduler.spec.security import check_security
+from strands_durable.scheduler.spec.telemetry import check_telemetry
 from strands_durable.scheduler.spec.tool_checks import check_tools
 from strands_durable.scheduler.spec.variables import resolve_variables
 from strands_durable.settings import Limits, current_limits
@@ -192,6 +193,7 @@ def _load(
     spec = _to_model(data, source)
     check_references(spec, source)
     check_tools(spec, source)
+    check_telemetry(spec, source)
     check_security(spec, source)
     variables = resolve_variables(spec, overrides or {}, source)
     check_data_shape(variables, source, "variables", limits)
