@@ -51,7 +51,7 @@ from strands_durable.scheduler.spec.sections import Compaction as CompactionPoli
 from strands_durable.store.records import Compaction
 from strands_durable.worker.agent_call import with_retries
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("durable.worker")
 
 DEFAULT_THRESHOLD = 60_000  # strands-cli's when `when_tokens_over` is unset
 MIN_SUMMARIZABLE = 5  # strands-cli's hook keeps at least this many to summarise
@@ -158,11 +158,11 @@ async def summarize(model: Model, messages: Messages, *, system_prompt: str | No
 
 
 async def compact(policy: CompactionPolicy | None, messages: list[dict[str, Any]],
-                  model: Model, *, system_prompt: str | None,
-                  timeout_s: float | None) -> Compacted | None:
+                  model: Model, *, system_prompt: str | None, timeout_s: float | None,
+                  where: str = "") -> Compacted | None:
     """The compaction of `messages` (an agent's conversation after its step) that the
     policy asks for, or None: no policy, disabled, under the threshold, or too few
-    messages to summarise."""
+    messages to summarise. `where` prefixes the log lines (the session and step)."""
     if policy is None or not policy.enabled:
         return None
     tokens = estimate_tokens(messages)
@@ -171,13 +171,13 @@ async def compact(policy: CompactionPolicy | None, messages: list[dict[str, Any]
     conversation = cast(Messages, messages)
     count = summarize_range(policy, conversation)
     if count <= 0:
-        logger.info("compaction skipped: %d messages (~%d tokens) leave nothing to "
-                    "summarise", len(messages), tokens)
+        logger.info("%scompaction skipped: %d messages (~%d tokens) leave nothing to "
+                    "summarise", where, len(messages), tokens)
         return None
     summary, input_tokens, output_tokens = await with_retries(
         lambda: summarize(model, conversation[:count], system_prompt=system_prompt),
         timeout_s=timeout_s)
-    logger.info("compacted %d of %d messages (~%d tokens, threshold %d)", count,
+    logger.info("%scompacted %d of %d messages (~%d tokens, threshold %d)", where, count,
                 len(messages), tokens, threshold(policy))
     return Compacted(Compaction(summary=dict(summary), keep=len(messages) - count),
                      input_tokens, output_tokens)

@@ -125,7 +125,8 @@ class StepExecutor:
                                  before_attempt=journal.restart if journal else None)
         # Compacted after the call, as strands-cli's hook does, with the unjournaled
         # model: the journal's turns are the agent's alone (worker/compaction.py).
-        compacted = await self._compact(spec, config, reply.messages)
+        compacted = await self._compact(spec, config, reply.messages,
+                                        f"session {job.session_id} step {job.key}: ")
         extra_in, extra_out = ((compacted.input_tokens, compacted.output_tokens)
                                if compacted else (0, 0))
         return StepOutput(
@@ -137,8 +138,8 @@ class StepExecutor:
             compaction=compacted.record if compacted else None,
         )
 
-    async def _compact(self, spec: Spec, config: ModelConfig,
-                       messages: list[dict[str, Any]]) -> Compacted | None:
+    async def _compact(self, spec: Spec, config: ModelConfig, messages: list[dict[str, Any]],
+                       where: str) -> Compacted | None:
         policy = spec.context_policy.compaction if spec.context_policy else None
         if policy is None or not policy.enabled:
             return None
@@ -150,7 +151,7 @@ class StepExecutor:
                                  max_tokens=None)
             prompt = SUMMARIZER_PROMPT
         return await compact(policy, messages, self._model(summarizer), system_prompt=prompt,
-                             timeout_s=self.settings.model_timeout_s or None)
+                             timeout_s=self.settings.model_timeout_s or None, where=where)
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
         async def write(name: str, value: str, events: Sequence[Event]) -> bool:
