@@ -1,8 +1,10 @@
 """An agent's system prompt, composed as strands-cli's `build_system_prompt` composes it:
-the agent's prompt as written, then a reference of the spec's HTTP executors (so the
-model knows their base URLs and endpoints), then the runtime banner (workflow, its
-description and tags, the agent's id, the budgets the spec sets). Pure: the same spec
-and agent always give the same text."""
+the agent's prompt as written (with the notes of earlier steps, "# Previous Workflow
+Steps", which the planner put into the job's prompt: scheduler/planning/notes.py), then
+how to use skills and the "Available Skills" list, then a reference of the spec's HTTP
+executors (so the model knows their base URLs and endpoints), then the runtime banner
+(workflow, its description and tags, the agent's id, the budgets the spec sets). Pure:
+the same spec and agent always give the same text."""
 
 from __future__ import annotations
 
@@ -13,10 +15,40 @@ __all__ = ["system_prompt"]
 
 def system_prompt(spec: Spec, agent_id: str, prompt: str) -> str:
     sections = [prompt]
+    if spec.skills:
+        sections += [_skills_instructions(), _skills_list(spec)]
     if spec.tools is not None and spec.tools.http_executors:
         sections.append(_http_reference(spec))
     sections.append(_banner(spec, agent_id))
     return "\n\n".join(sections)
+
+
+def _skills_instructions() -> str:
+    return "\n".join([
+        "",
+        "# How to Use Skills",
+        "",
+        "When a user's request might be solved by a specialized skill, call the Skill "
+        "tool to load it.",
+        'To use a skill, call: `Skill("skill_id")`',
+        "",
+        "Only use skills from the Available Skills list below.",
+        "Do not invoke a skill that's already been loaded.",
+        "",
+    ])
+
+
+def _skills_list(spec: Spec) -> str:
+    # Every skill is listed, `preload_metadata` or not: strands-cli gives it no other effect.
+    lines = ["# Available Skills", ""]
+    for skill in spec.skills:
+        line = f"- **{skill.id}**"
+        if skill.path:
+            line += f" (path: `{skill.path}`)"
+        if skill.description:
+            line += f": {skill.description}"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _http_reference(spec: Spec) -> str:

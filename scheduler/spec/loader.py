@@ -40,6 +40,7 @@ from strands_durable.scheduler.spec.reading import (
 from strands_durable.scheduler.spec.schema_check import validate_schema
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.scheduler.spec.security import check_security
+from strands_durable.scheduler.spec.skills import attach_skills
 from strands_durable.scheduler.spec.telemetry import check_telemetry
 from strands_durable.scheduler.spec.tool_checks import check_tools
 from strands_durable.scheduler.spec.variables import resolve_variables
@@ -190,7 +191,8 @@ def _load(
     check_providers(data, source)
     if script is not None or spec_script is not None:
         data["runtime"]["script"] = script or spec_script
-    spec = _to_model(data, source)
+    spec, refs_digest = attach_skills(_to_model(data, source), spec_path, source, limits,
+                                      refs_digest)
     check_references(spec, source)
     check_tools(spec, source)
     check_telemetry(spec, source)

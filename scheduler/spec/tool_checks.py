@@ -18,7 +18,7 @@ from strands_durable.scheduler.spec.tools import ToolsConfig, env_references
 from strands_durable.settings import ToolPolicy, current_tool_policy
 from strands_durable.tools import NATIVE_TOOLS, native_name
 
-__all__ = ["check_tools", "tool_lists"]
+__all__ = ["agent_tools", "check_tools", "jit_tools", "tool_lists"]
 
 
 def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> None:
@@ -46,6 +46,46 @@ def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> No
         path = f"tools.http_executors[{i}]"
         _check_url(executor.base_url, f"{path}.base_url", source)
         _check_secrets(executor.headers, f"{path}.headers", source, policy)
+    _check_retrieval(spec, defined, source, policy)
+
+
+def jit_tools(spec: Spec) -> list[str]:
+    """`context_policy.retrieval.jit_tools`: tools strands-cli adds to every agent."""
+    retrieval = spec.context_policy.retrieval if spec.context_policy else None
+    return list(retrieval.jit_tools) if retrieval is not None else []
+
+
+def agent_tools(spec: Spec, agent_id: str, overrides: list[str] | None = None) -> ToolsConfig:
+    """The tools agent `agent_id` gets: its own (a step's `tool_overrides` win over its
+    list) and the retrieval tools. strands-cli replaces "every global tool" (an agent
+    with no `tools:` list) by the retrieval tools alone; here they are added to it."""
+    jit = jit_tools(spec)
+    if not jit:
+        return spec.tools_for(agent_id, overrides)
+    own = overrides if overrides is not None else spec.agents[agent_id].tools
+    wanted = list(own) if own is not None else (spec.tools or ToolsConfig()).global_ids()
+    # Through tools_for, so security.guardrails.allow_tools bounds these too.
+    return spec.tools_for(agent_id, wanted + [name for name in jit if name not in wanted])
+
+
+def _check_retrieval(spec: Spec, defined: set[str], source: str, policy: ToolPolicy) -> None:
+    retrieval = spec.context_policy.retrieval if spec.context_policy else None
+    if retrieval is None:
+        return
+    if retrieval.mcp_servers:
+        raise SpecError(source, "context_policy.retrieval.mcp_servers", "a placeholder in "
+                        "strands-cli (it starts and attaches nothing); list the servers "
+                        "under tools.mcp and name them in the agents' tools instead")
+    everyone = list(spec.agents)
+    for i, name in enumerate(retrieval.jit_tools):
+        path = f"context_policy.retrieval.jit_tools[{i}]"
+        if native_name(name) is not None:
+            _check_python(name, path, everyone, source, policy)
+        elif name not in defined:
+            raise SpecError(source, path, f"unknown tool {name!r}"
+                            f"{hint(name, set(NATIVE_TOOLS) | defined)}; retrieval tools "
+                            "are native tools (grep, head, tail, search, ...) or tool ids "
+                            "the spec defines")
 
 
 def tool_lists(spec: Spec) -> Iterator[tuple[str, str, list[str]]]:

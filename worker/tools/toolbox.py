@@ -19,6 +19,7 @@ from strands.types.tools import AgentTool
 from strands_durable.errors import StepFailed
 from strands_durable.models import StepJob
 from strands_durable.scheduler.spec.model import Spec
+from strands_durable.scheduler.spec.tool_checks import agent_tools
 from strands_durable.scheduler.spec.tools import ToolsConfig
 from strands_durable.settings import ToolPolicy
 from strands_durable.worker.tools.http_executor import build_http_executor
@@ -26,6 +27,7 @@ from strands_durable.worker.tools.mcp_pool import McpPool, McpRefused, McpUnavai
 from strands_durable.worker.tools.native import load_native
 from strands_durable.worker.tools.net_guard import ToolRefused
 from strands_durable.worker.tools.python_tools import ToolLoadError, load_python_tool
+from strands_durable.worker.tools.skill import skill_tool, skills_allowed
 
 MAX_CACHED_SELECTIONS = 256
 
@@ -38,13 +40,15 @@ class Toolbox:
         self._static: OrderedDict[tuple[str, str], list[AgentTool]] = OrderedDict()
 
     async def tools_for(self, spec: Spec, scope: str, job: StepJob) -> list[AgentTool]:
-        """The tools of the step's agent (its step's `tool_overrides` win over its list)."""
+        """The tools of the step's agent (its step's `tool_overrides` win over its list),
+        the retrieval tools of `context_policy.retrieval.jit_tools`, and `Skill` when the
+        spec has skills (strands-cli gives both to every agent)."""
         overrides = job.meta.get("tool_overrides")
-        selection = spec.tools_for(job.agent, list(overrides) if overrides else None)
-        if selection.empty:
+        selection = agent_tools(spec, job.agent, list(overrides) if overrides else None)
+        if selection.empty and not skills_allowed(spec):
             return []
         try:
-            tools = list(self._static_tools(scope, job.agent, overrides, selection))
+            tools = list(self._static_tools(spec, scope, job.agent, overrides, selection))
             for server in selection.mcp:
                 tools += await self.mcp().tools(scope, server)
         except (ToolLoadError, ToolRefused, McpRefused) as exc:
@@ -54,7 +58,7 @@ class Toolbox:
             raise StepFailed(job.session_id, job.key, f"agent {job.agent!r}: {exc}") from None
         return tools
 
-    def _static_tools(self, scope: str, agent: str, overrides: object,
+    def _static_tools(self, spec: Spec, scope: str, agent: str, overrides: object,
                       selection: ToolsConfig) -> list[AgentTool]:
         key = (scope, f"{agent}\0{overrides!r}")
         tools = self._static.get(key)
@@ -67,6 +71,8 @@ class Toolbox:
                     tools += load_python_tool(python.callable, self.policy)
             tools += [build_http_executor(executor, self.policy, self.environ)
                       for executor in selection.http_executors]
+            if skills_allowed(spec):
+                tools.append(skill_tool(spec))
             self._static[key] = tools
             while len(self._static) > MAX_CACHED_SELECTIONS:
                 self._static.popitem(last=False)
