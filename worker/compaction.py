@@ -14,7 +14,8 @@ Here the same happens after the step's agent call, before its commit:
 - The manager chooses what to summarise (its ratio, its bounds, its tool-pair rule); the
   summary is then made here, with the model's usage, so the summarizer's tokens count
   toward the step's tokens and the budgets. A transient error is retried in place like
-  the agent call.
+  the agent call; a summary that still fails is skipped (best effort, as Strands'
+  proactive compression): the step commits its reply and the next step tries again.
 - The compaction is a lane record (store/conversation.py) appended by the step's own
   commit after its new messages: summary + how many newest messages stay. One atomic
   commit, O(new turns). A crash before it leaves nothing: the re-run compacts again and
@@ -174,9 +175,16 @@ async def compact(policy: CompactionPolicy | None, messages: list[dict[str, Any]
         logger.info("%scompaction skipped: %d messages (~%d tokens) leave nothing to "
                     "summarise", where, len(messages), tokens)
         return None
-    summary, input_tokens, output_tokens = await with_retries(
-        lambda: summarize(model, conversation[:count], system_prompt=system_prompt),
-        timeout_s=timeout_s)
+    try:
+        summary, input_tokens, output_tokens = await with_retries(
+            lambda: summarize(model, conversation[:count], system_prompt=system_prompt),
+            timeout_s=timeout_s)
+    except Exception as exc:
+        # Best effort, as Strands' proactive compression: the agent's reply stands and
+        # commits; the next step, still over the threshold, tries again. (Cancellation,
+        # a lost lease, is no Exception: it still ends the step.)
+        logger.warning("%scompaction failed, the conversation stays whole: %s", where, exc)
+        return None
     logger.info("%scompacted %d of %d messages (~%d tokens, threshold %d)", where, count,
                 len(messages), tokens, threshold(policy))
     return Compacted(Compaction(summary=dict(summary), keep=len(messages) - count),
