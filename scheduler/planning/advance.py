@@ -27,6 +27,7 @@ from strands_durable.scheduler.patterns import Decision, PlanContext, planner_fo
 from strands_durable.scheduler.patterns.base import HITL_AGENT
 from strands_durable.scheduler.planning.artifacts import render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
+from strands_durable.scheduler.planning.notes import with_notes
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.store.records import CommitRequest, Compaction
 
@@ -119,6 +120,8 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
                 consumer: str, new_messages: Sequence[dict[str, Any]] = (),
                 compaction: Compaction | None = None) -> CommitRequest:
     decision, artifacts = decide(snapshot, result)
+    decision, artifacts, result = with_notes(snapshot.spec, snapshot.results, job, result,
+                                             decision, artifacts)
     at, at_ms = now_iso(), now_ms()
     status, reason = decision.status, decision.reason
     runnable = [j for j in decision.schedule if j.kind != StepKind.HITL]
