@@ -107,7 +107,7 @@ def _chars(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def summarize_range(policy: CompactionPolicy, messages: Messages) -> int:
+def summarize_range(policy: CompactionPolicy, messages: list[dict[str, Any]]) -> int:
     """How many of the oldest messages the summarizing manager replaces (0: too few),
     chosen by Strands' own SummarizingConversationManager."""
     preserve = policy.preserve_recent_messages
@@ -170,7 +170,7 @@ async def compact(policy: CompactionPolicy | None, messages: list[dict[str, Any]
     if tokens < threshold(policy):
         return None
     conversation = cast(Messages, messages)
-    count = summarize_range(policy, conversation)
+    count = summarize_range(policy, messages)
     if count <= 0:
         logger.info("%scompaction skipped: %d messages (~%d tokens) leave nothing to "
                     "summarise", where, len(messages), tokens)
