@@ -22,6 +22,7 @@ from helpers import wait_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
 from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.settings import DurableSettings
@@ -235,3 +236,20 @@ async def test_compaction_after_a_tool_loop_keeps_tool_pairs_whole(
     (record,) = [c for c in map(as_compaction, await lane_items(store, sid))
                  if c is not None][:1]
     assert record.keep == 3
+
+
+async def test_a_fork_from_a_checkpoint_restores_the_conversation_as_it_stood(
+        llm: ChattyLLM, settings: DurableSettings, store: Store) -> None:
+    worker = StepConsumer(settings, store)
+    await worker.start()
+    try:
+        sid = await run_to_end(store, chain(llm, 4, {"when_tokens_over": 1000}))
+    finally:
+        await worker.stop(grace_s=0)  # the forks are read before anything runs them
+    # Checkpoint 3 is step 3's commit, the first that compacted; 2 is the one before.
+    after = await fork_from_checkpoint(store, sid, 3)
+    before = await fork_from_checkpoint(store, sid, 2)
+    assert [(m["role"], text_of(m)) for m in await store.conversation(after, "a")] == [
+        ("user", SUMMARY), *prompts(2, start=2)]
+    assert [(m["role"], text_of(m)) for m in await store.conversation(before, "a")] == \
+        prompts(2)
