@@ -187,6 +187,14 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
         default="", pattern=r"^((after_gate|before_commit|after_commit|after_tool):[1-9][0-9]*)?$")
     # Tests only: stop steps at breakpoints set as files in this directory (worker/faults.py).
     breakpoint_dir: str = ""
+    # Without DURABLE_REDIS_URL, sessions live in the user's local store: a private
+    # redis-server under this folder (default $XDG_STATE_HOME/strands-durable, see
+    # store/local_server.py), started on demand, stopped after local_idle_s unused.
+    # Completed local sessions go after retention_days, 7 unless it is set.
+    home: str = ""
+    local_idle_s: float = Field(default=300.0, ge=1, allow_inf_nan=False)
+    # Memory only: `durable run` keeps nothing; the other commands use redis_url.
+    ephemeral: bool = False
 
     @field_validator("redis_url")
     @classmethod

@@ -16,6 +16,24 @@ from strands_durable.store.store import Store
 MEMORY_URL = "memory://"
 
 
+def session_settings(settings: DurableSettings) -> DurableSettings:
+    """Where the commands that run, read and control sessions keep them: the Redis of
+    DURABLE_REDIS_URL when set, else the user's local store (store/local_server.py,
+    started on demand), unless DURABLE_EPHEMERAL keeps today's default URL."""
+    if "redis_url" in settings.model_fields_set or settings.ephemeral:
+        return settings
+    from strands_durable.store.local_server import ensure_local_store
+
+    return settings.model_copy(update={"redis_url": ensure_local_store(settings)})
+
+
+def is_local(settings: DurableSettings) -> bool:
+    """The settings name the user's local store (no fleet behind it)."""
+    from strands_durable.store.local_server import local_url, state_dir
+
+    return settings.redis_url == local_url(state_dir(settings))
+
+
 def redis_client(settings: DurableSettings, **extra: Any) -> Redis:
     """The client of every role, with the settings' timeouts; `extra` goes to each
     connection (a worker passes its outage retry here)."""

@@ -252,8 +252,9 @@ def _connection_kwargs(target: RedisTarget, timeouts: Timeouts, **extra: Any) ->
     kwargs: dict[str, Any] = {
         "db": target.db, "username": target.username, "password": target.password,
         "socket_connect_timeout": timeouts.connect_s, "socket_timeout": timeouts.socket_s,
-        "socket_keepalive": True,
     }
+    if getattr(target, "unix_path", None) is None:  # a unix socket takes no TCP keepalive
+        kwargs["socket_keepalive"] = True
     if target.ssl:
         kwargs.update(target.tls.kwargs())
     kwargs.update(extra)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -8,6 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+# Tests keep `durable run` in memory unless they test the local store (their own
+# DURABLE_HOME, tests/integration/test_local_store.py): never a server in the real home.
+os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 
 from fleet import Fleet
 from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis

@@ -1,10 +1,13 @@
-"""`durable run`: one process, no server: an in-process store (unless DURABLE_REDIS_URL
-is set), an in-process consumer of this session's steps alone
-(worker/session_consumer.py), and the session followed to its end."""
+"""`durable run`: one process, no server to run: the user's local store (a private
+redis-server, store/local_server.py) unless DURABLE_REDIS_URL is set or --ephemeral
+asks for memory only, an in-process consumer of this session's steps alone
+(worker/session_consumer.py) holding the session's runner lock (worker/runner.py),
+and the session followed to its end."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,9 +18,9 @@ from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
 from strands_durable.scheduler.spec.loader import LoadedSpec
 from strands_durable.scheduler.spec.telemetry import local_run
 from strands_durable.settings import DurableSettings
-from strands_durable.store.connect import MEMORY_URL, open_store
+from strands_durable.store.connect import MEMORY_URL, is_local, open_store, session_settings
 from strands_durable.store.store import SessionRecord, Store
-from strands_durable.worker.session_consumer import SessionConsumer
+from strands_durable.worker.runner import Interrupts, RunnerConsumer, interruptible, runner_lock
 from strands_durable.worker.telemetry import TRACING
 
 POLL_S = 0.02
@@ -29,6 +32,7 @@ class RunOutcome:
     record: SessionRecord
     final_response: str
     artifacts: dict[str, str]
+    interrupted: bool = False  # Ctrl-C: paused at a step boundary, resumable
 
 
 def honour_spec_telemetry() -> None:
@@ -39,10 +43,15 @@ def honour_spec_telemetry() -> None:
         local_run()
 
 
-def embedded_settings() -> DurableSettings:
-    if "DURABLE_REDIS_URL" in os.environ:
-        return DurableSettings()
-    return DurableSettings(redis_url=MEMORY_URL)
+def embedded_settings(ephemeral: bool = False) -> DurableSettings:
+    """DURABLE_REDIS_URL's Redis when set, else memory (--ephemeral, DURABLE_EPHEMERAL)
+    or the user's local store, started if need be."""
+    settings = DurableSettings()
+    if "redis_url" in settings.model_fields_set:
+        return settings
+    if ephemeral or settings.ephemeral:
+        return DurableSettings(redis_url=MEMORY_URL)
+    return session_settings(settings)
 
 
 async def follow(store: Store, session_id: str, on_step: Callable[[StepResult], None],
@@ -70,21 +79,32 @@ def final_response(record: SessionRecord, results: list[StepResult]) -> str:
 
 
 async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable[str]],
-                   on_step: Callable[[StepResult], None]) -> RunOutcome:
+                   on_step: Callable[[StepResult], None], *, resuming: str | None = None,
+                   interrupts: Interrupts | None = None) -> RunOutcome:
     """`begin` a session (start or resume it; it returns the id) and run it to its end
     with an in-process consumer that runs this session's steps alone: the Redis of
-    DURABLE_REDIS_URL may hold other sessions, and they are not ours to run."""
+    DURABLE_REDIS_URL may hold other sessions, and they are not ours to run. A resume
+    (`resuming`) takes the session's runner lock before `begin` changes anything."""
     store = open_store(settings)
-    consumer: SessionConsumer | None = None
+    consumer: RunnerConsumer | None = None
     try:
         await store.prepare()
-        session_id = await begin(store)
-        consumer = SessionConsumer(settings, store, session_id)
-        await consumer.start()
-        record = await follow(store, session_id, on_step)
-        results = await store.results(session_id)
-        return RunOutcome(session_id, record, final_response(record, results),
-                          await store.artifacts(session_id))
+        async with contextlib.AsyncExitStack() as held:
+            if resuming is not None:
+                await held.enter_async_context(runner_lock(store, resuming))
+            session_id = await begin(store)
+            if resuming is None:
+                await held.enter_async_context(runner_lock(store, session_id))
+            consumer = RunnerConsumer(settings, store, session_id)
+            await consumer.start()
+            if resuming is not None and is_local(settings):
+                await consumer.take_over()  # no fleet: the runner we replace is dead
+            record, interrupted = await interruptible(
+                store, session_id, consumer, lambda report: follow(store, session_id, report),
+                on_step, interrupts)
+            results = await store.results(session_id)
+            return RunOutcome(session_id, record, final_response(record, results),
+                              await store.artifacts(session_id), interrupted)
     finally:
         if consumer is not None:
             await consumer.stop(grace_s=0)
@@ -95,11 +115,13 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
 
 async def run_embedded(loaded: LoadedSpec, on_step: Callable[[StepResult], None],
                        on_start: Callable[[str], None] | None = None,
-                       settings: DurableSettings | None = None) -> RunOutcome:
+                       settings: DurableSettings | None = None,
+                       interrupts: Interrupts | None = None) -> RunOutcome:
     async def begin(store: Store) -> str:
         session_id, _ = await start_session(store, loaded)
         if on_start:
             on_start(session_id)
         return session_id
 
-    return await run_here(settings or embedded_settings(), begin, on_step)
+    return await run_here(settings or embedded_settings(), begin, on_step,
+                          interrupts=interrupts)

@@ -42,7 +42,7 @@ from strands_durable.settings import (
     Limits,
     describe_settings_error,
 )
-from strands_durable.store.connect import open_store
+from strands_durable.store.connect import open_store, session_settings
 from strands_durable.store.keys import check_session_id
 from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.redis_url import redact
@@ -142,6 +142,9 @@ def settings_error(exc: ValidationError) -> typer.Exit:
 def redis_unreachable(exc: Exception) -> str:
     """Where we tried (the password masked), what went wrong, and a hint for the usual
     mistake: a TLS URL against a plain-text port answers nothing until the timeout."""
+    if "DURABLE_REDIS_URL" not in os.environ and not env_settings().ephemeral:
+        return (f"cannot reach the local session store ({exc}); its redis-server may "
+                f"have been stopped: run the command again")
     url = os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL)
     hint = ""
     if isinstance(exc, RedisTimeoutError) and url.lower().startswith("rediss"):
@@ -157,8 +160,17 @@ def env_settings() -> DurableSettings:
         raise settings_error(exc) from None
 
 
-async def with_store(body: Callable[[Store], Awaitable[T]]) -> T:
-    store = open_store(env_settings())
+def session_env_settings() -> DurableSettings:
+    """The settings of a command that reads or controls sessions: without
+    DURABLE_REDIS_URL, the user's local store (store/local_server.py, started if need
+    be); DURABLE_EPHEMERAL=1 keeps the default URL instead."""
+    return session_settings(env_settings())
+
+
+async def with_store(body: Callable[[Store], Awaitable[T]], fleet: bool = False) -> T:
+    """Run `body` on the sessions' store; `fleet` commands (submit, workers, queue) talk
+    to the fleet's Redis (DURABLE_REDIS_URL, or its default) even without the variable."""
+    store = open_store(env_settings() if fleet else session_env_settings())
     try:
         return await body(store)
     finally:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from strands_durable.api.cli.common import (
     EXIT_OK,
+    EXIT_USAGE,
     ProviderOpt,
     ScriptOpt,
     VarOpt,
@@ -18,6 +22,7 @@ from strands_durable.api.cli.common import (
     checked,
     err,
     exit_code,
+    fail,
     load,
     out,
     run_async,
@@ -25,42 +30,154 @@ from strands_durable.api.cli.common import (
 )
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.spec.loader import parse_var_args
-from strands_durable.store.keys import check_token
-from strands_durable.store.store import Store
+from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
+from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import check_session_id, check_token
+from strands_durable.store.store import SessionRecord, Store
+
+EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C
 
 if TYPE_CHECKING:
     from strands_durable.scheduler.spec.loader import LoadedSpec
     from strands_durable.worker.embedded import RunOutcome
+    from strands_durable.worker.runner import Interrupts
 
 
 @app.command()
 def run(
-    spec: Annotated[Path, typer.Argument(help="Workflow spec (strands-cli YAML).")],
+    spec: Annotated[Path | None, typer.Argument(
+        help="Workflow spec (strands-cli YAML); none with --resume.")] = None,
     var: VarOpt = None,
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write artifacts here.")] = None,
     auto_resume: Annotated[bool, typer.Option(
         "--auto-resume", help="Continue the latest failed or paused session of this spec "
-        "(same hash) instead of starting anew; needs DURABLE_REDIS_URL.")] = False,
+        "(same hash), or one whose runner died, instead of starting anew.")] = False,
+    resume_id: Annotated[str | None, typer.Option(
+        "--resume", metavar="ID", help="Continue session ID here from its last commit "
+        "(killed, interrupted, failed or paused).",
+        callback=checked(check_session_id))] = None,
+    ephemeral: Annotated[bool, typer.Option(
+        "--ephemeral", help="Keep the session in memory only: nothing survives this "
+        "process.")] = False,
+    keep_completed: Annotated[bool, typer.Option(
+        "--keep-completed", help="Keep completed local sessions older than "
+        "DURABLE_RETENTION_DAYS (the others still go).")] = False,
 ) -> None:
-    """Run a workflow in this process (no server needed) and print its final response."""
+    """Run a workflow in this process (no server needed) and print its final response.
+    Without DURABLE_REDIS_URL its session is kept in the local store: if this process
+    dies, `durable run --resume ID` continues it from the last committed step."""
+    if resume_id is not None:
+        given = [flag for flag, on in (("SPEC", spec is not None), ("--auto-resume", auto_resume),
+                                       ("--provider", provider is not None),
+                                       ("--script", script is not None),
+                                       ("--ephemeral", ephemeral)) if on]
+        if given:
+            raise fail(f"--resume continues a stored session; it takes no {', '.join(given)}",
+                       EXIT_USAGE)
+        raise typer.Exit(resume_here(resume_id, ResumeArgs(var=var), out_dir, keep_completed))
+    if spec is None:
+        raise fail("give a workflow SPEC to run, or --resume ID", EXIT_USAGE)
+    spec_path = spec
 
-    async def body() -> int:
+    async def body(interrupts: Interrupts, current: list[str]) -> int:
         from strands_durable.worker.embedded import honour_spec_telemetry
         from strands_durable.worker.providers.credentials import check_credentials
 
         honour_spec_telemetry()  # before loading: the spec's endpoint is checked there
-        loaded = load(spec, var, provider, script)
-        check_credentials(loaded.spec, str(spec))  # this process runs the steps
+        loaded = load(spec_path, var, provider, script)
+        check_credentials(loaded.spec, str(spec_path))  # this process runs the steps
         if out_dir is not None:
-            refuse_unsafe_artifact_paths(loaded, out_dir, spec)  # before any work is done
+            refuse_unsafe_artifact_paths(loaded, out_dir, spec_path)  # before any work
         started = time.perf_counter()
-        outcome = await run_or_resume(loaded, var, auto_resume)
+        outcome = await run_or_resume(loaded, var, RunFlags(auto_resume, ephemeral,
+                                                            keep_completed),
+                                      interrupts, current)
         return report(outcome, out_dir, time.perf_counter() - started)
 
-    raise typer.Exit(run_async(body()))
+    raise typer.Exit(run_async(interruptible_body(body)))
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    auto_resume: bool = False
+    ephemeral: bool = False
+    keep_completed: bool = False
+
+
+@dataclass(frozen=True)
+class ResumeArgs:
+    """`durable resume`'s options, applied when the session continues here."""
+
+    var: list[str] | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    hitl_response: str | None = None
+    budget_sets: dict[str, int] = field(default_factory=dict)
+    spec: Path | None = None
+
+
+def on_first_interrupt() -> None:
+    err.print("stopping at the next step boundary (Ctrl-C again stops now; the running "
+              "step then runs again on resume)", highlight=False, soft_wrap=True)
+
+
+async def interruptible_body(
+        body: Callable[[Interrupts, list[str]], Awaitable[int]]) -> int:
+    """Run `body` with Ctrl-C handled (worker/runner.py); `current` gets the session id
+    as soon as there is one, for the message of a second Ctrl-C, which stops at once."""
+    from strands_durable.worker.runner import Interrupts
+
+    interrupts = Interrupts(on_first_interrupt)
+    current: list[str] = []
+    try:
+        with interrupts.installed():
+            return await body(interrupts, current)
+    except asyncio.CancelledError:
+        if not current:
+            err.print("stopped", highlight=False)
+            return EXIT_INTERRUPTED
+        err.print(f"stopped; the step that was running runs again on resume: "
+                  f"durable run --resume {current[0]}", highlight=False, soft_wrap=True)
+        return EXIT_INTERRUPTED
+
+
+def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
+                keep_completed: bool = False) -> int:
+    """`durable run --resume ID`, and `durable resume ID` with no fleet: continue the
+    session in this process from its last commit; exit as `durable run` does."""
+    from strands_durable.api.run_resume import ResumeChanges, local_retention, resume_embedded
+    from strands_durable.worker.embedded import embedded_settings
+
+    async def body(interrupts: Interrupts, current: list[str]) -> int:
+        settings = embedded_settings()
+        if not persistent_store(settings):
+            raise fail("--resume: DURABLE_EPHEMERAL keeps nothing to resume; unset it",
+                       EXIT_USAGE)
+        changes = ResumeChanges(
+            variables={**args.variables, **parse_var_args(args.var or [])},
+            hitl_response=args.hitl_response, budget_sets=args.budget_sets,
+            new_spec=load_spec_file(args.spec) if args.spec else None)
+        await local_retention(settings, keep_completed)
+        current.append(session_id)
+        started = time.perf_counter()
+        outcome = await resume_embedded(settings, session_id, print_earlier_step, changes,
+                                        on_notes=print_notes, interrupts=interrupts,
+                                        on_resume=print_resuming)
+        return report(outcome, out_dir, time.perf_counter() - started)
+
+    return run_async(interruptible_body(body))
+
+
+def persistent_store(settings: DurableSettings) -> bool:
+    from strands_durable.api.run_resume import persistent
+
+    return persistent(settings)
+
+
+def print_resuming(record: SessionRecord) -> None:
+    out.print(f"resuming session {record.session_id} ({record.workflow_name}, "
+              f"{record.pattern_type})", highlight=False, soft_wrap=True)
 
 
 def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) -> None:
@@ -95,31 +212,44 @@ def print_notes(notes: list[str]) -> None:
         err.print(note, highlight=False, soft_wrap=True)
 
 
-async def run_or_resume(loaded: LoadedSpec, var: list[str] | None,
-                        auto_resume: bool) -> RunOutcome:
+async def run_or_resume(loaded: LoadedSpec, var: list[str] | None, flags: RunFlags,
+                        interrupts: Interrupts, current: list[str]) -> RunOutcome:
     """Start a session of `loaded` here, or with --auto-resume continue its latest
-    failed or paused one."""
-    from strands_durable.api.run_resume import latest_resumable, persistent, resume_embedded
+    resumable one (failed, paused, or running with its runner dead)."""
+    from strands_durable.api.run_resume import (
+        ResumeChanges,
+        latest_resumable,
+        local_retention,
+        persistent,
+        resume_embedded,
+    )
     from strands_durable.worker.embedded import embedded_settings, run_embedded
 
-    settings = embedded_settings()
-    resumable = await latest_resumable(settings, loaded) if auto_resume else None
-    if auto_resume and not persistent(settings):
-        err.print("--auto-resume: the embedded store keeps nothing between runs; set "
-                  "DURABLE_REDIS_URL to resume across runs. Starting a new session.",
-                  highlight=False, soft_wrap=True)
-    elif auto_resume and resumable is None:
+    settings = embedded_settings(ephemeral=flags.ephemeral)
+    await local_retention(settings, flags.keep_completed)
+    resumable = await latest_resumable(settings, loaded) if flags.auto_resume else None
+    if flags.auto_resume and not persistent(settings):
+        err.print("--auto-resume: the embedded store keeps nothing between runs "
+                  "(--ephemeral); drop it, or set DURABLE_REDIS_URL to resume across runs. "
+                  "Starting a new session.", highlight=False, soft_wrap=True)
+    elif flags.auto_resume and resumable is None:
         err.print(f"--auto-resume: no failed or paused session of this spec "
-                  f"({loaded.spec_hash[:12]}); starting a new one", highlight=False,
-                  soft_wrap=True)
-    name = f"{loaded.spec.name}, {loaded.spec.pattern.type}"
+                  f"({loaded.spec_hash[:12]}), and none whose runner died; starting a new "
+                  f"one", highlight=False, soft_wrap=True)
     if resumable is not None:
-        out.print(f"resuming session {resumable} ({name})", highlight=False, soft_wrap=True)
-        return await resume_embedded(settings, resumable, print_earlier_step,
-                                     parse_var_args(var or []), on_notes=print_notes)
-    return await run_embedded(
-        loaded, print_step, settings=settings,
-        on_start=lambda sid: out.print(f"session {sid} ({name})", highlight=False))
+        current.append(resumable)
+        return await resume_embedded(
+            settings, resumable, print_earlier_step,
+            ResumeChanges(variables=parse_var_args(var or [])), on_notes=print_notes,
+            interrupts=interrupts, on_resume=print_resuming)
+    name = f"{loaded.spec.name}, {loaded.spec.pattern.type}"
+
+    def started(sid: str) -> None:
+        current.append(sid)
+        out.print(f"session {sid} ({name})", highlight=False)
+
+    return await run_embedded(loaded, print_step, settings=settings, on_start=started,
+                              interrupts=interrupts)
 
 
 def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
@@ -128,6 +258,12 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
 
     record = outcome.record
     usage = record.token_usage
+    if outcome.interrupted:
+        out.print(f"interrupted after {elapsed_s:.2f}s, {record.steps_committed} steps "
+                  f"committed", highlight=False)
+        err.print(f"continue it: durable run --resume {record.session_id}", highlight=False,
+                  soft_wrap=True)
+        return EXIT_INTERRUPTED
     out.print(f"{record.status.value} in {elapsed_s:.2f}s, "
               f"{record.steps_committed} steps, {usage.total_input_tokens} in / "
               f"{usage.total_output_tokens} out tokens", highlight=False)
@@ -167,4 +303,4 @@ def submit(
         sid, _created = await store.create_session(planned)
         return sid
 
-    print(run_async(with_store(body)))
+    print(run_async(with_store(body, fleet=True)))

@@ -169,7 +169,7 @@ def workers(
     """The workers: consumer name, host/pid, running steps, pending entries, heartbeat."""
     from strands_durable.store.fleet import list_workers
 
-    infos = [w for w in run_async(with_store(list_workers)) if w.alive or not alive]
+    infos = [w for w in run_async(with_store(list_workers, fleet=True)) if w.alive or not alive]
     if as_json:
         print_json([w.to_dict() for w in infos])
         return
@@ -187,7 +187,7 @@ def queue(as_json: JsonOpt = False) -> None:
     """Per shard and in total: stream length, lag, pending, dead letters, timers due."""
     from strands_durable.store.fleet import queue_stats
 
-    stats = run_async(with_store(queue_stats))
+    stats = run_async(with_store(queue_stats, fleet=True))
     if as_json:
         print_json(stats.to_dict())
         return
