@@ -12,6 +12,7 @@ import pytest
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.scheduler.patterns import Decision
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
 from strands_durable.scheduler.planning.notes import (
     NOTE_INPUT,
@@ -105,22 +106,18 @@ def test_include_last_bounds_the_notes() -> None:
     results = [result(f"step:{i}", "a", f"r{i}", at=f"2026-11-25T08:00:0{i}.000Z")
                for i in range(3)]
     job = StepJob(session_id="s", key="step:2", agent="a", input="input 2")
-    decision_spec = chain({"file": "notes.md", "include_last": 1}, steps=4)
-    snapshot = Snapshot(spec=decision_spec, fields={"state": json.dumps({"index": 2})},
+    snapshot = Snapshot(spec=spec, fields={"state": json.dumps({"index": 2})},
                         results=OrderedDict((r.key, r) for r in results[:2]),
                         session_id="s")
     request = plan_commit(snapshot, job, results[2], entry_id="1-0", consumer="w")
     prompt = request.next_jobs[0].system_prompt
     assert prompt.count("## [") == 1 and "(Step 3)" in prompt
-    assert spec.context_policy.notes.include_last == 1
 
 
 def test_no_notes_no_change() -> None:
     spec = chain({"file": "notes.md"}).model_copy(update={"context_policy": None})
     job = StepJob(session_id="s", key="step:0", agent="a", input="x")
     done = result("step:0", "a", "r")
-    from strands_durable.scheduler.patterns import Decision
-
     decision = Decision(state={}, schedule=(job,))
     assert with_notes(spec, {}, job, done, decision, {}) == (decision, {}, done)
 
