@@ -146,12 +146,14 @@ async def _startup(ctx: dict[str, Any]) -> None:
 async def _shutdown(ctx: dict[str, Any]) -> None:
     from strands_durable.worker.telemetry import TRACING
 
+    settings = PROCESS.settings
     consumer = ctx.get("durable_consumer")
     if consumer is not None:
         await consumer.stop()
         await consumer.store.close()
-    # Spans still queued are exported (each endpoint bounded by its export timeout).
-    await asyncio.to_thread(TRACING.shutdown)
+    # Spans still queued are exported, each endpoint bounded by its export timeout.
+    if settings is not None:
+        await asyncio.to_thread(TRACING.close, settings.otel_export_timeout_s)
     if "durable_metrics" in ctx:
         from strands_durable import metrics
 

@@ -24,6 +24,7 @@ from strands_durable.worker.runner import Interrupts, RunnerConsumer, interrupti
 from strands_durable.worker.telemetry import TRACING
 
 POLL_S = 0.02
+CLOSE_TRACES_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,10 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
     finally:
         if consumer is not None:
             await consumer.stop(grace_s=0)
-        # The run's spans leave before the command returns (bounded by the export timeout).
-        await asyncio.to_thread(TRACING.flush, settings.otel_export_timeout_s)
+        # The run's spans leave before the command returns; a collector that is not
+        # there holds the command up for CLOSE_TRACES_S at most.
+        await asyncio.to_thread(TRACING.close, min(CLOSE_TRACES_S,
+                                                   settings.otel_export_timeout_s))
         await store.close()
 
 

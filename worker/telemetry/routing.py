@@ -16,12 +16,13 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.util.re import parse_env_headers
 
 from strands_durable.scheduler.spec.telemetry import TraceConfig
@@ -40,7 +41,7 @@ class Router(SpanProcessor):
         self.policy = policy
         self._lock = threading.Lock()
         self._sessions: OrderedDict[int, TraceConfig] = OrderedDict()
-        self._exporters: OrderedDict[tuple[str, bool], BatchSpanProcessor] = OrderedDict()
+        self._exporters: OrderedDict[tuple[str, bool], _Destination] = OrderedDict()
         self._resources: dict[str, Resource] = {}
 
     def register(self, trace_id: int, config: TraceConfig) -> None:
@@ -83,34 +84,87 @@ class Router(SpanProcessor):
 
     def _processor(self, config: TraceConfig) -> BatchSpanProcessor:
         key = (config.endpoint, config.operator_endpoint)
+        timeout_s = self.policy.otel_export_timeout_s
         with self._lock:
-            processor = self._exporters.get(key)
-            if processor is not None:
+            destination = self._exporters.get(key)
+            if destination is not None:
                 self._exporters.move_to_end(key)
-                return processor
-            processor = self._exporters[key] = BatchSpanProcessor(
-                _exporter(config, self.policy.otel_export_timeout_s),
-                max_queue_size=self.policy.otel_queue_size,
-                max_export_batch_size=min(512, self.policy.otel_queue_size),
-                export_timeout_millis=self.policy.otel_export_timeout_s * 1000)
+                return destination.processor
+            destination = self._exporters[key] = _Destination(
+                _exporter(config, timeout_s), self.policy.otel_queue_size, timeout_s)
             evicted = (self._exporters.popitem(last=False)[1]
                        if len(self._exporters) > self.policy.otel_max_endpoints else None)
         if evicted is not None:  # flushed and closed off this thread: it may take a while
-            threading.Thread(target=evicted.shutdown, name="otel-evict", daemon=True).start()
+            threading.Thread(target=evicted.close, args=(timeout_s,), name="otel-evict",
+                             daemon=True).start()
         log.info("traces export to %s", config.endpoint)
-        return processor
+        return destination.processor
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         with self._lock:
-            processors = list(self._exporters.values())
-        return all([processor.force_flush(timeout_millis) for processor in processors])
+            destinations = list(self._exporters.values())
+        return all([d.processor.force_flush(timeout_millis) for d in destinations])
+
+    def shutdown(self) -> None:
+        self.close(self.policy.otel_export_timeout_s)
+
+    def close(self, timeout_s: float) -> None:
+        """Export what is queued within `timeout_s`, then stop every exporter (a later
+        span opens them again): an unreachable collector costs at most that long."""
+        with self._lock:
+            destinations = list(self._exporters.values())
+            self._exporters.clear()
+        for destination in destinations:
+            destination.close(timeout_s)
+
+
+class _Destination:
+    """One endpoint: its batch processor and the exporter under it."""
+
+    def __init__(self, exporter: OTLPSpanExporter, queue_size: int, timeout_s: float) -> None:
+        self.exporter = _Abortable(exporter)
+        self.processor = BatchSpanProcessor(
+            self.exporter, max_queue_size=queue_size,
+            max_export_batch_size=min(512, queue_size),
+            export_timeout_millis=timeout_s * 1000)
+
+    def close(self, timeout_s: float) -> None:
+        # The processor's flush exports in this thread, retrying until the exporter's
+        # own deadline: past `timeout_s` the exporter is shut down, which ends its
+        # backoff waits, so an unreachable collector costs `timeout_s`, not more.
+        deadline = threading.Timer(timeout_s, self.exporter.shutdown)
+        deadline.daemon = True
+        deadline.start()
+        try:
+            self.processor.force_flush(int(timeout_s * 1000))
+        finally:
+            deadline.cancel()
+        self.exporter.shutdown()
+        self.processor.shutdown()
+
+
+class _Abortable(SpanExporter):
+    """The OTLP exporter, shut down once (a second shutdown would log a warning)."""
+
+    def __init__(self, inner: OTLPSpanExporter) -> None:
+        self.inner = inner
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._closed:
+            return SpanExportResult.FAILURE
+        return self.inner.export(spans)
 
     def shutdown(self) -> None:
         with self._lock:
-            processors = list(self._exporters.values())
-            self._exporters.clear()
-        for processor in processors:
-            processor.shutdown()
+            if self._closed:
+                return
+            self._closed = True
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
 
 
 def _exporter(config: TraceConfig, timeout_s: float) -> OTLPSpanExporter:

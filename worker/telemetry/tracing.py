@@ -141,11 +141,12 @@ class Tracing:
         router = self._router
         return router.force_flush(int(timeout_s * 1000)) if router is not None else True
 
-    def shutdown(self) -> None:
-        """Export what is queued (each endpoint bounded by its export timeout) and close."""
+    def close(self, timeout_s: float) -> None:
+        """Export what is queued within `timeout_s`, then close the exporters (the next
+        traced step opens them again)."""
         router = self._router
         if router is not None:
-            router.shutdown()
+            router.close(timeout_s)
 
     def _route(self, session_id: str, config: TraceConfig) -> Router:
         router = self._router
