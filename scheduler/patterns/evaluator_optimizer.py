@@ -20,9 +20,10 @@ strands-cli behaviours matched (exec/evaluator_optimizer.py @929836b):
 - score >= accept.min_score: completed with that draft.
 - Revision input: `revise_prompt` or strands-cli's default revision template, with
   {{ draft }}, {{ evaluation.score / .issues / .fixes }}, {{ iteration }} and the
-  variables (plus `hitl_response` after a review gate). {{ iteration }} is n, the
-  iteration whose draft is being revised: the value strands-cli's main loop passes
-  (its resume-after-review path passes n - 1, an inconsistency not copied).
+  variables (plus `hitl_response` after a review gate). {{ iteration }} is n + 1 when
+  draft n is revised: strands-cli's main loop counts the first draft as iteration 1
+  and evaluates it in iteration 2, the value it passes (its resume-after-review path
+  passes one less, an inconsistency not copied).
 - Producer and evaluator each keep ONE conversation across iterations (their own
   agent lane), as strands-cli's agent cache does.
 - at most accept.max_iters evaluations (so max_iters - 1 revisions).
@@ -231,7 +232,7 @@ def _revision_job(ctx: PlanContext, n: int, draft: str, evaluation: Evaluation,
                   hitl_response: str | None) -> StepJob:
     """produce:<n+1>: revise draft n with its evaluation."""
     config = _config(ctx)
-    context: dict[str, Any] = {"draft": draft, "iteration": n,
+    context: dict[str, Any] = {"draft": draft, "iteration": n + 1,
                                "evaluation": evaluation.as_context(), **ctx.variables}
     if hitl_response is not None:
         context["hitl_response"] = hitl_response

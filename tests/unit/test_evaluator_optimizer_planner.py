@@ -148,9 +148,9 @@ def test_revises_until_min_score_with_revision_context() -> None:
     run = drive(SPEC, scores(40, 70, 90))
     assert run.keys == ["produce:1", "evaluate:1", "produce:2", "evaluate:2", "produce:3",
                         "evaluate:3"]
-    # {{ iteration }}: the iteration being revised, as strands-cli's loop passes it.
-    assert run.job("produce:2").input == "Fix #1 (40): thin / expand in D1"
-    assert run.job("produce:3").input == "Fix #2 (70): thin / expand in D2"
+    # {{ iteration }}: draft n's revision is iteration n + 1, as strands-cli's loop passes it.
+    assert run.job("produce:2").input == "Fix #2 (40): thin / expand in D1"
+    assert run.job("produce:3").input == "Fix #3 (70): thin / expand in D2"
     # One conversation per agent across iterations (their own lanes).
     assert {j.lane for j in run.jobs} == {""}
     assert {j.agent for j in run.jobs if j.key.startswith("produce")} == {"writer"}
