@@ -3,8 +3,8 @@
 tests/fixtures/strands-cli-corpus/) takes the outcome its table says
 (tests/fixtures/strands-cli-corpus/EXPECTED.yaml): completed, paused (HITL), or refused
 with a message naming what and where. Each runs as a user would run it offline:
-`durable run FILE --provider scripted [--script RULES] [--var K=V ...]`, on the
-in-process store, with the fleet's default tool policy."""
+`durable run FILE --provider scripted [--script RULES] [--var K=V ...] --ephemeral`
+(the in-process store), with the fleet's default tool policy."""
 
 from __future__ import annotations
 
@@ -71,16 +71,20 @@ def corpus_files() -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _offline_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fleet's defaults: no Redis URL (in-process store), the default tool policy."""
+    """The fleet's defaults: no Redis URL, the default tool policy. The telemetry rows'
+    collector (localhost:4317) is not there offline and exporting to it only retries
+    until its timeout: traces are off here (tests/integration has a real receiver)."""
     for name in list(os.environ):
-        if name.startswith("DURABLE_"):
+        if name.startswith(("DURABLE_", "OTEL_")):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     current_limits.cache_clear()
     current_tool_policy.cache_clear()
 
 
 def durable_run(name: str, row: Expected, out_dir: Path) -> tuple[int, str]:
-    args = ["run", str(CORPUS / name), "--provider", "scripted", "--out", str(out_dir)]
+    args = ["run", str(CORPUS / name), "--provider", "scripted", "--ephemeral",
+            "--out", str(out_dir)]
     if row.script:
         args += ["--script", str(RULES / row.script)]
     for key, value in row.vars.items():
