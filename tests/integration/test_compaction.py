@@ -253,3 +253,22 @@ async def test_a_fork_from_a_checkpoint_restores_the_conversation_as_it_stood(
         ("user", SUMMARY), *prompts(2, start=2)]
     assert [(m["role"], text_of(m)) for m in await store.conversation(before, "a")] == \
         prompts(2)
+
+
+async def test_the_summarizers_tokens_count_toward_the_token_budget(
+        llm: ChattyLLM, store: Store, consumer: StepConsumer) -> None:
+    data = chain(llm, 4, {"when_tokens_over": 1000})
+    per_call = PROMPT_TOKENS + COMPLETION_TOKENS
+    # Three agent calls stay under it; with step 3's summary they pass it.
+    data["runtime"]["budgets"] = {"max_tokens": 3 * per_call + 1}
+    sid, _ = await start_session(store, load_spec_data(data))
+
+    async def paused() -> bool:
+        return (await store.get_session(sid)).status == SessionStatus.PAUSED
+
+    await wait_for(paused, timeout_s=60, what="the budget to pause the session")
+    record = await store.get_session(sid)
+    assert "max_tokens" in (record.paused_reason or "")
+    assert [r.key for r in await store.results(sid)] == ["step:0", "step:1", "step:2"]
+    usage = record.token_usage
+    assert usage.total_input_tokens + usage.total_output_tokens == 4 * per_call
