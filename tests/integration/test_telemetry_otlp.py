@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,30 @@ async def test_a_step_rerun_after_a_crash_joins_the_same_trace(
     assert rerun["worker.id"] != hit.worker and rerun["session.resumed"] is True
     assert rerun["session.checkpoint_count"] == 1
     assert any(span.name == "chat" for span in under(spans, steps["step step:1"]))
+
+
+UNTRACED_RUN = """
+import asyncio, sys
+from opentelemetry import trace
+from strands_durable.scheduler.spec.loader import load_spec_file
+from strands_durable.worker.embedded import run_embedded
+from strands_durable.settings import DurableSettings
+from strands_durable.worker.telemetry import TRACING
+
+outcome = asyncio.run(run_embedded(load_spec_file(sys.argv[1]), lambda result: None,
+                                   settings=DurableSettings(redis_url="memory://")))
+assert outcome.record.status.value == "completed", outcome.record
+# No spec asked for traces and no OTEL_* endpoint is set: nothing was set up.
+assert type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider"
+assert TRACING.flush(1) and TRACING._router is None
+print("untraced")
+"""
+
+
+def test_without_tracing_anywhere_nothing_is_set_up() -> None:
+    env = {key: value for key, value in os.environ.items()
+           if key not in OTEL_VARIABLES and not key.startswith("DURABLE_")}
+    done = subprocess.run([sys.executable, "-c", UNTRACED_RUN,
+                           str(EXAMPLES / f"{WORKFLOW}.yaml")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "untraced", done.stderr
