@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typer.testing import CliRunner
 
 from strands_durable.api.cli import app
+from strands_durable.errors import SpecError
+from strands_durable.scheduler.spec.loader import load_spec_file
 from strands_durable.settings import current_limits, current_tool_policy
 
 CORPUS = FIXTURES / "strands-cli-corpus"
@@ -45,6 +47,9 @@ class Expected(BaseModel):
     steps: list[str] = Field(default_factory=list)
     # Step keys that must not have committed (the route not taken).
     not_steps: list[str] = Field(default_factory=list)
+    # Submitted as written (its own providers) to a fleet with the default policy: the
+    # refusal, when it has one.
+    submit_refused: str | None = None
     # A section whose fidelity another change owns: the outcome recorded is today's.
     section: str | None = None
     why: str | None = None
@@ -110,6 +115,18 @@ def test_the_corpus_is_upstreams_unchanged() -> None:
         upstream = subprocess.run(["git", "-C", str(MIRROR), "show", f"{commit}:{name}"],
                                   capture_output=True, check=True).stdout
         assert path.read_bytes() == upstream, name
+
+
+@pytest.mark.parametrize("name", sorted(n for n, r in TABLE.items() if r.outcome != "refused"))
+def test_corpus_spec_submitted_as_written(name: str) -> None:
+    """No --provider, the fleet's loader: what `durable submit FILE` would answer."""
+    row = TABLE[name]
+    if row.submit_refused is None:
+        assert load_spec_file(CORPUS / name, row.vars).spec.name
+        return
+    with pytest.raises(SpecError) as refused:
+        load_spec_file(CORPUS / name, row.vars)
+    assert row.submit_refused in str(refused.value)
 
 
 @pytest.mark.parametrize("name", sorted(TABLE))
