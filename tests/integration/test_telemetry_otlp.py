@@ -29,7 +29,7 @@ from strands_durable.api.app import create_app
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.settings import DurableSettings
+from strands_durable.settings import DurableSettings, current_telemetry_policy
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.faults import CRASH_EXIT_CODE
@@ -184,6 +184,34 @@ async def test_an_export_the_collector_refuses_fails_no_step(
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.url)
         await run_traced(store, calculator())
         assert refusing.requests >= 1 and refusing.spans == []
+
+
+async def test_sessions_on_one_worker_go_to_their_own_endpoints(
+        receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch, settings: DurableSettings,
+        store: Store) -> None:
+    """One worker, two sessions: one names its own (allowed) endpoint and service name,
+    the other goes to the operator's. Neither sees the other's spans, and the operator's
+    headers (credentials) go to the operator's collector alone."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer fleet-secret")
+    with otlp_receiver() as own:
+        monkeypatch.setenv("DURABLE_OTEL_ENDPOINTS", own.url)
+        current_telemetry_policy.cache_clear()
+        worker = StepConsumer(settings.model_copy(update={"otel_endpoints": own.url}), store)
+        await worker.start()
+        try:
+            mine = await run_traced(store, calculator(
+                otel={"endpoint": own.url, "service_name": "mine"}))
+            fleets = await run_traced(store, calculator(otel={"service_name": "fleet"}))
+        finally:
+            await worker.stop(grace_s=0)
+            current_telemetry_policy.cache_clear()
+        assert {span.service for span in await trace_of(own, mine)} == {"mine"}
+        assert {span.service for span in await trace_of(receiver, fleets)} == {"fleet"}
+        assert not own.of_trace(fleets.replace("-", ""))
+        assert not receiver.of_trace(mine.replace("-", ""))
+        assert {s.headers.get("authorization") for s in own.spans} == {None}
+        assert {s.headers.get("authorization") for s in receiver.spans} == {
+            "Bearer fleet-secret"}
 
 
 def spec_text(endpoint: str) -> str:
