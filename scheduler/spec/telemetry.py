@@ -22,7 +22,8 @@ from strands_durable.scheduler.spec.sections import Redaction, Telemetry
 from strands_durable.settings import TelemetryPolicy, current_telemetry_policy
 
 __all__ = ["DEFAULT_SERVICE_NAME", "DEFAULT_TRACES_URL", "OtelEnv", "TraceConfig",
-           "check_telemetry", "endpoint_allowed", "local_run", "resolve_trace_config",
+           "check_telemetry", "endpoint_allowed", "is_local_run", "local_run",
+           "resolve_trace_config",
            "shown", "traces_url"]
 
 TRACES_PATH = "/v1/traces"

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -88,7 +88,7 @@ class Tracing:
             yield
 
     def _open(self, spec: Spec, job: StepJob, facts: StepFacts,
-              policy: TelemetryPolicy) -> Any:
+              policy: TelemetryPolicy) -> AbstractContextManager[trace_api.Span] | None:
         try:
             config = self.config_for(spec, policy)
             if config is None:
