@@ -107,8 +107,10 @@ class DurableSandbox(ImmutableSandboxedEnvironment):
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 
     def __init__(self) -> None:
+        # keep_trailing_newline=False, Jinja's default as in strands-cli: an `input: |`
+        # block renders without its last newline there, so here too.
         super().__init__(undefined=StrictUndefined, autoescape=False,
-                         keep_trailing_newline=True, finalize=_finalize,
+                         keep_trailing_newline=False, finalize=_finalize,
                          # No compile-time constant folding: it would call filters and
                          # operators outside any render's bounds.
                          optimized=False)
