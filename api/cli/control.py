@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from strands_durable.api.cli.common import (
     VarOpt,
     app,
     checked,
+    env_settings,
     err,
     fail,
     out,
@@ -62,7 +64,8 @@ def resume(
              "--var/--set applied; prints its id. The original is kept.")] = None,
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
-    re-runs, token usage keeps accumulating."""
+    re-runs, token usage keeps accumulating. Without DURABLE_REDIS_URL (no fleet) it
+    runs here to its end, as `durable run --resume` does (also a killed run's session)."""
     from strands_durable.scheduler.operations.control import resume as do_resume
 
     if from_checkpoint is not None:
@@ -73,6 +76,13 @@ def resume(
         return
 
     variables, budgets = resume_inputs(var, set_)
+    if no_fleet():
+        # Nobody else would run it: continue it here, as `durable run --resume` does.
+        from strands_durable.api.cli.run import ResumeArgs, resume_here
+
+        raise typer.Exit(resume_here(session_id, ResumeArgs(
+            variables=variables, hitl_response=hitl_response, budget_sets=budgets,
+            spec=spec), out_dir=None))
 
     async def body(store: Store) -> str:
         new_spec = load_spec_file(spec) if spec else None
@@ -85,6 +95,11 @@ def resume(
 
     new = run_async(with_store(body))
     out.print(f"{session_id} {new}", highlight=False)
+
+
+def no_fleet() -> bool:
+    """No DURABLE_REDIS_URL: the sessions are the local store's, and no worker runs them."""
+    return "DURABLE_REDIS_URL" not in os.environ and not env_settings().ephemeral
 
 
 def resume_inputs(var: list[str] | None, set_: list[str] | None

@@ -13,6 +13,7 @@ async def delete_locked(store: Store, session_id: str) -> None:
     fencing counter, which would otherwise outlive it. SessionNotFound if none."""
     await store.delete_session(session_id)
     await store.forget_lock(f"session:{session_id}", store.keys.shard(session_id))
+    await store.forget_lock(f"runner:{session_id}", store.keys.shard(session_id))  # runner_lock.py
 
 
 async def delete_session(store: Store, session_id: str) -> None:
