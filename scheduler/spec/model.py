@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validat
 
 from strands_durable.scheduler.patterns import PATTERNS
 from strands_durable.scheduler.spec.script import ScriptConfig
-from strands_durable.scheduler.spec.sections import ContextPolicy, Security, Skill, Telemetry
+from strands_durable.scheduler.spec.sections import (
+    ContextPolicy,
+    Security,
+    Skill,
+    SkillLibrary,
+    Telemetry,
+)
 from strands_durable.scheduler.spec.steps import PatternConfig, Scalar, SpecModel
 from strands_durable.scheduler.spec.tools import ToolsConfig
 
@@ -168,6 +174,9 @@ class Spec(BaseModel):
     context_policy: ContextPolicy | None = None
     skills: list[Skill] = Field(default_factory=list)
     security: Security | None = None
+    # Not a spec field (the schema refuses it in what a user writes): the loader reads
+    # the skills' files and attaches them here (scheduler/spec/skills.py).
+    skill_library: SkillLibrary | None = None
 
     def tools_for(self, agent_id: str, overrides: list[str] | None = None) -> ToolsConfig:
         """The tools agent `agent_id` gets (a step's `tool_overrides` win over its list)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from strands_durable.scheduler.spec.steps import SpecModel
 
@@ -21,6 +21,8 @@ __all__ = [
     "Retrieval",
     "Security",
     "Skill",
+    "SkillFiles",
+    "SkillLibrary",
     "Telemetry",
 ]
 
@@ -80,6 +82,25 @@ class Skill(SpecModel):
     path: str
     description: str | None = None
     preload_metadata: bool = False
+
+
+class SkillFiles(BaseModel):
+    """One skill's Markdown files by POSIX path relative to its directory; `found` is
+    False when its path is not a directory (the Skill tool then answers as strands-cli)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    found: bool = True
+    files: dict[str, str] = Field(default_factory=dict)
+
+
+class SkillLibrary(BaseModel):
+    """The skills' files as the loader read them (scheduler/spec/skills.py): carried in
+    the stored spec, so a worker serves the Skill tool without reading a path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skills: dict[str, SkillFiles] = Field(default_factory=dict)
 
 
 # --- security ----------------------------------------------------------------

@@ -5,7 +5,7 @@ strands-cli reads a skill's SKILL.md (or README.md), or `module.md` for
 path relative to the spec's file. A worker of this fleet must never read a path a spec
 names (a spec could read the fleet's secrets that way), so the loader reads every
 Markdown file of each skill directory up front, on the submitter's machine, and carries
-them inside the spec (`skill_library`, an extra field of the effective spec); the worker's
+them inside the spec (`Spec.skill_library`, never written by a user); the worker's
 `Skill` tool serves from that. What is read joins the spec's hash, as `$ref` agents do.
 
 Reading is bounded: skills per spec, directory entries walked, Markdown files per skill,
@@ -26,10 +26,9 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from strands_durable.errors import SpecError
 from strands_durable.scheduler.spec.model import Spec
+from strands_durable.scheduler.spec.sections import SkillFiles, SkillLibrary
 from strands_durable.settings import Limits
 
 __all__ = [
@@ -47,7 +46,7 @@ __all__ = [
     "skill_library",
 ]
 
-# The effective spec's extra field (a spec itself cannot hold it: the schema forbids it).
+# The effective spec's field (a spec itself cannot hold it: the schema forbids it).
 LIBRARY_FIELD = "skill_library"
 MAX_SKILLS = 64
 MAX_SKILL_ENTRIES = 2_000  # directory entries walked per skill
@@ -57,26 +56,9 @@ MAX_SKILL_FILE_BYTES = 256 * 1024
 MAX_SKILLS_TOTAL_BYTES = 1024 * 1024
 
 
-class SkillFiles(BaseModel):
-    """One skill's Markdown files by POSIX path relative to its directory; `found` is
-    False when its path is not a directory (the Skill tool then answers as strands-cli)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    found: bool = True
-    files: dict[str, str] = Field(default_factory=dict)
-
-
-class SkillLibrary(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    skills: dict[str, SkillFiles] = Field(default_factory=dict)
-
-
 def skill_library(spec: Spec) -> SkillLibrary:
     """The skills' files carried in `spec` (empty for a spec without skills)."""
-    raw = (spec.model_extra or {}).get(LIBRARY_FIELD)
-    return SkillLibrary.model_validate(raw) if raw else SkillLibrary()
+    return spec.skill_library or SkillLibrary()
 
 
 def attach_skills(spec: Spec, spec_path: Path | None, source: str, limits: Limits,
@@ -105,10 +87,11 @@ def attach_skills(spec: Spec, spec_path: Path | None, source: str, limits: Limit
             raise SpecError(source, f"{where}.path", f"the skills' Markdown files pass "
                             f"{MAX_SKILLS_TOTAL_BYTES:,} bytes in all")
         library[skill.id] = files
-    payload = SkillLibrary(skills=library).model_dump(mode="json")
+    attached = SkillLibrary(skills=library)
+    payload = attached.model_dump(mode="json")
     read = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     joined = hashlib.sha256(f"{digest}\0{read}".encode()).hexdigest() if digest else read
-    return spec.model_copy(update={LIBRARY_FIELD: payload}), joined
+    return spec.model_copy(update={LIBRARY_FIELD: attached}), joined
 
 
 def read_skill_dir(path: Path, source: str, where: str) -> SkillFiles:
