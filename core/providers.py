@@ -15,6 +15,7 @@ PROVIDERS: tuple[str, ...] = (
     "bedrock",
     "openai",
     "anthropic",
+    "gemini",
     "ollama",
     "litellm",
     "llamacpp",

@@ -395,10 +395,10 @@ BAD_CHAIN: list[tuple[str, Mutation, str, str]] = [
     ),
     (
         "unsupported-provider",
-        _set("runtime.provider", "gemini"),
+        _set("runtime.provider", "mistral"),
         "runtime.provider",
-        "unsupported provider 'gemini'; supported: bedrock, openai, anthropic, ollama,"
-        " litellm, llamacpp, scripted",
+        "unsupported provider 'mistral'; supported: bedrock, openai, anthropic, gemini,"
+        " ollama, litellm, llamacpp, scripted",
     ),
     (
         "unsupported-agent-provider",

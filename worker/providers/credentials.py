@@ -14,10 +14,12 @@ from strands_durable.scheduler.spec.model import Spec
 
 __all__ = ["CREDENTIAL_VARIABLES", "check_credentials"]
 
-# provider -> the variable its SDK requires (any value for a local compatible server).
-CREDENTIAL_VARIABLES: dict[str, str] = {
-    "openai": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
+# provider -> the variables its SDK reads the key from, any one suffices (any value for
+# a local compatible server).
+CREDENTIAL_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
 }
 
 
@@ -27,9 +29,9 @@ def check_credentials(spec: Spec, source: str,
     runtime = spec.runtime.provider
     for agent_id, agent in spec.agents.items():
         provider = agent.provider or runtime
-        variable = CREDENTIAL_VARIABLES.get(provider)
-        if variable is not None and not env.get(variable):
+        variables = CREDENTIAL_VARIABLES.get(provider, ())
+        if variables and not any(env.get(name) for name in variables):
             path = f"agents.{agent_id}.provider" if agent.provider else "runtime.provider"
             raise SpecError(source, path, f"agent {agent_id!r}: provider {provider!r} needs "
-                            f"{variable} in the environment (any value for a local "
-                            f"{provider}-compatible server)")
+                            f"{' or '.join(variables)} in the environment (any value for a "
+                            f"local {provider}-compatible server)")

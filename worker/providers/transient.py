@@ -39,6 +39,9 @@ _TRANSIENT_NAMES: dict[str, frozenset[str]] = {
     # botocore's ConnectionError/HTTPClientError cover connect/read timeouts and
     # closed connections (they do not subclass the builtin ConnectionError).
     "botocore": frozenset({"ConnectionError", "HTTPClientError", "EndpointConnectionError"}),
+    # google-genai's async transport when aiohttp is installed: a dropped connection or
+    # a truncated stream (its timeouts are the builtin TimeoutError).
+    "aiohttp": frozenset({"ClientConnectionError", "ClientPayloadError"}),
 }
 _TRANSIENT_AWS_CODES = frozenset(
     {
@@ -60,6 +63,12 @@ _PERMANENT_STATUS = {
     403: "the credentials may not use this model",
     404: "the model (or endpoint) was not found",
     422: "the request was rejected as invalid",
+}
+# google.rpc.ErrorInfo reasons that say more than their status: Gemini answers a bad
+# API key with 400 INVALID_ARGUMENT.
+_PERMANENT_REASONS = {
+    "API_KEY_INVALID": "the API key was rejected",
+    "API_KEY_SERVICE_BLOCKED": "the API key may not use this API",
 }
 _PERMANENT_AWS_CODES = {
     "AccessDeniedException": "the credentials may not use this model",
@@ -83,7 +92,8 @@ def permanent_cause(exc: BaseException) -> str | None:
             return "the provider is misconfigured"
         status = _status_code(error)
         if status in _PERMANENT_STATUS:
-            return f"permanent provider error, HTTP {status}: {_PERMANENT_STATUS[status]}"
+            why = _PERMANENT_REASONS.get(_google_reason(error) or "", _PERMANENT_STATUS[status])
+            return f"permanent provider error, HTTP {status}: {why}"
         aws_code = _aws_error_code(error)
         if aws_code in _PERMANENT_AWS_CODES:
             return f"permanent provider error, {aws_code}: {_PERMANENT_AWS_CODES[aws_code]}"
@@ -133,12 +143,28 @@ def _is_transient_one(exc: BaseException) -> bool:
 
 
 def _status_code(exc: BaseException) -> int | None:
-    """The HTTP status an SDK error carries (openai/anthropic/ollama/httpx), if any."""
+    """The HTTP status an SDK error carries (openai/anthropic/ollama/httpx/google-genai),
+    if any."""
     status = getattr(exc, "status_code", None)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status is None and type(exc).__module__.startswith("google.genai"):
+        # google-genai's APIError: `code` is the HTTP status whichever transport it used
+        # (an aiohttp response has no status_code).
+        status = getattr(exc, "code", None)
     # ollama uses -1 for "no HTTP status" (an error inside a 200 stream).
     return status if isinstance(status, int) and status > 0 else None
+
+
+def _google_reason(exc: BaseException) -> str | None:
+    """The ErrorInfo reason of a google-genai APIError's body, if it names one."""
+    details = getattr(exc, "details", None)
+    error = details.get("error") if isinstance(details, dict) else None
+    infos = error.get("details") if isinstance(error, dict) else None
+    for info in infos if isinstance(infos, list) else []:
+        if isinstance(info, dict) and isinstance(info.get("reason"), str):
+            return str(info["reason"])
+    return None
 
 
 def _aws_error_code(exc: BaseException) -> str | None:
