@@ -28,6 +28,7 @@ from strands_durable.scheduler.spec.agents import (
     check_providers,
 )
 from strands_durable.scheduler.spec.cross_checks import check_references, check_templates
+from strands_durable.scheduler.spec.env_secrets import apply_env_secrets
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.problems import format_path, join_path, json_type
 from strands_durable.scheduler.spec.reading import (
@@ -188,6 +189,7 @@ def _load(
     spec_script = _take_script(data, source)
     check_agent_ids(data, source)
     validate_schema(data, source)
+    apply_env_secrets(data, source)
     check_providers(data, source)
     if script is not None or spec_script is not None:
         data["runtime"]["script"] = script or spec_script

@@ -2,8 +2,8 @@
 
 The models follow `schema/strands-workflow.schema.json` field for field; the loader
 validates against that schema first, so these models carry types rather than rules.
-`telemetry`, `context_policy`, `skills` and `security` are typed in sections.py;
-`env`, `metadata` and `tags` stay extra fields on `Spec` so every valid spec loads.
+`telemetry`, `context_policy`, `skills`, `security` and `env` are typed in sections.py;
+`metadata` and `tags` stay extra fields on `Spec` so every valid spec loads.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from strands_durable.scheduler.patterns import PATTERNS
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.scheduler.spec.sections import (
     ContextPolicy,
+    Env,
     Security,
     Skill,
     SkillLibrary,
@@ -157,7 +158,7 @@ class Outputs(SpecModel):
 
 
 class Spec(BaseModel):
-    """A whole spec. `env`, `metadata` and `tags` stay available as extra fields."""
+    """A whole spec. `metadata` and `tags` stay available as extra fields."""
 
     model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
@@ -174,6 +175,7 @@ class Spec(BaseModel):
     context_policy: ContextPolicy | None = None
     skills: list[Skill] = Field(default_factory=list)
     security: Security | None = None
+    env: Env | None = None
     # Not a spec field (the schema refuses it in what a user writes): the loader reads
     # the skills' files and attaches them here (scheduler/spec/skills.py).
     skill_library: SkillLibrary | None = None

@@ -1,6 +1,6 @@
 """Typed models of the spec sections beside the workflow itself: `telemetry`,
-`context_policy`, `skills` and `security` (strands-cli's schema, field for field, with
-its defaults). The JSON schema has already checked their shape; these carry types.
+`context_policy`, `skills`, `security` and `env` (strands-cli's schema, field for field,
+with its defaults). The JSON schema has already checked their shape; these carry types.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from strands_durable.scheduler.spec.steps import SpecModel
 __all__ = [
     "Compaction",
     "ContextPolicy",
+    "Env",
     "Guardrails",
     "Notes",
     "OtelConfig",
     "Redaction",
     "Retrieval",
+    "Secret",
     "Security",
     "Skill",
     "SkillFiles",
@@ -115,3 +117,18 @@ class Guardrails(SpecModel):
 
 class Security(SpecModel):
     guardrails: Guardrails | None = None
+
+
+# --- env -----------------------------------------------------------------------
+
+
+class Secret(SpecModel):
+    key: str
+    name: str | None = None
+    source: Literal["env", "secrets_manager", "ssm", "file"]
+    path: str | None = None
+
+
+class Env(SpecModel):
+    secrets: list[Secret] = Field(default_factory=list)
+    mounts: dict[str, str] | None = None

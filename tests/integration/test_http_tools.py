@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from strands.types.tools import AgentTool, ToolResult, ToolUse
 
+from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.scheduler.spec.tools import HttpExecutor
 from strands_durable.settings import ToolPolicy, current_tool_policy
 from strands_durable.worker.tools.context import (
@@ -213,6 +214,32 @@ def test_executor_fills_in_listed_secrets_and_never_shows_them(server: Server) -
     assert request["headers"]["authorization"] == f"Bearer {SECRET}"
     assert request["headers"]["x-plain"] == "static"
     assert SECRET not in shown and "Bearer ***" in shown
+
+
+def test_a_secret_named_in_env_secrets_is_read_from_its_key(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    # strands-cli's github example: ${GITHUB_TOKEN} is read from MY_GITHUB_PAT.
+    monkeypatch.setenv("DURABLE_TOOL_SECRETS", "MY_GITHUB_PAT")
+    monkeypatch.setenv("DURABLE_TOOL_HTTP_ALLOW", "127.0.0.1")
+    current_tool_policy.cache_clear()
+    data = {"version": 0, "name": "gh", "runtime": {"provider": "scripted"},
+            "env": {"secrets": [{"name": "GITHUB_TOKEN", "source": "env",
+                                 "key": "MY_GITHUB_PAT"}]},
+            "tools": {"http_executors": [{
+                "id": "api", "base_url": server.url("/api"),
+                "headers": {"Authorization": "Bearer ${GITHUB_TOKEN}"}}]},
+            "agents": {"a": {"prompt": "You help.", "tools": ["api"]}},
+            "pattern": {"type": "chain", "config": {"steps": [{"agent": "a",
+                                                               "input": "go"}]}}}
+    tools = load_spec_data(data, "gh.yaml").spec.tools
+    assert tools is not None
+    policy = ToolPolicy(tool_http_allow="127.0.0.1", tool_secrets="MY_GITHUB_PAT")
+    api = build_http_executor(tools.http_executors[0], policy,
+                              {"MY_GITHUB_PAT": SECRET, "GITHUB_TOKEN": "not-this-one"})
+    succeeded(call(api, path="/echo"))
+    (request,) = server.requests
+    assert request["headers"]["authorization"] == f"Bearer {SECRET}"
+    current_tool_policy.cache_clear()
 
 
 def test_executor_refuses_unlisted_or_unset_variables_without_a_request(server: Server) -> None:
