@@ -43,21 +43,30 @@ def idle_for(redis: Redis, home: Path, busy_at: float) -> tuple[float, float]:
 
 def stop_if_idle(redis: Redis, home: Path, idle_s: float) -> bool:
     """Under the server lock: SHUTDOWN if still idle; True once the server is gone."""
-    with server_lock(home):
-        idle, _ = idle_for(redis, home, 0.0)
-        if idle < idle_s:
-            return False
-        with contextlib.suppress(RedisError):
-            redis.shutdown(save=False)  # appendonly: the AOF is fsynced; no RDB wanted
-        # Wait for it to go, still holding the lock, so no command sees it half-gone.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                redis.ping()
-            except RedisError:
-                return True
-            time.sleep(0.05)
-        return True
+    try:
+        with server_lock(home):
+            idle, _ = idle_for(redis, home, 0.0)
+            if idle < idle_s:
+                return False
+            return shutdown(redis)  # still holding the lock: no command sees it half-gone
+    except OSError:
+        # The folder was deleted (a test's home, say): no command can reach it again,
+        # and its AOF is gone with it; stop even if the server cannot fsync.
+        return shutdown(redis, force=True)
+
+
+def shutdown(redis: Redis, force: bool = False) -> bool:
+    with contextlib.suppress(RedisError):
+        # appendonly: a plain SHUTDOWN fsyncs the AOF (and `save ""` writes no RDB).
+        redis.shutdown(nosave=force, now=force, force=force)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            redis.ping()
+        except RedisError:
+            return True
+        time.sleep(0.05)
+    return True
 
 
 def reap(home: Path, idle_s: float) -> None:
@@ -66,10 +75,14 @@ def reap(home: Path, idle_s: float) -> None:
     check_s = min(MAX_CHECK_S, max(0.1, idle_s / 4))
     busy_at = time.time()
     try:
+        # Connect now and keep the connection: if the folder (and the socket in it) is
+        # deleted, this is the one way left to stop the server.
+        redis.ping()
         while True:
             time.sleep(check_s)
             idle, busy_at = idle_for(redis, home, busy_at)
-            if idle >= idle_s and stop_if_idle(redis, home, idle_s):
+            gone = not home.is_dir()  # deleted under us: serve nobody, stop now
+            if (gone or idle >= idle_s) and stop_if_idle(redis, home, 0 if gone else idle_s):
                 return
     except RedisError:
         return  # the server is gone (stopped, killed): nothing left to watch
