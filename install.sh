@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install strands-durable into a virtualenv, with the versions CI tested.
 #
-#   bash install.sh                  runtime only, into ./.venv (made if missing)
+#   bash install.sh                  runtime only, into ./.venv (made if missing), and
+#                                    redis-server (apt-get) for durable run's local store
 #   bash install.sh --dev            plus the test, lint and deploy-check tools
 #   bash install.sh --extras openai  plus provider extras (comma-separated)
 #
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
     --dev) extras="${extras:+$extras,}dev" ;;
     --extras) [ $# -ge 2 ] || { echo "install.sh: --extras needs a value" >&2; exit 2; }
               extras="${extras:+$extras,}$2"; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -44,6 +45,17 @@ else
         || { echo "install.sh: run 'apt-get install $pkg' (as root), then this again" >&2; exit 1; }
       "$python" -m venv "$venv"
     fi
+  fi
+fi
+
+# `durable run` keeps its sessions in a private redis-server (the local store, in
+# $XDG_STATE_HOME/strands-durable): install it where apt-get can; otherwise say so.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && { as_root apt-get update -qq && \
+      DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }; then
+    echo "install.sh: installed redis-server (for durable run's local session store)" >&2
+  else
+    echo "install.sh: redis-server not found: install it (it keeps durable run's sessions), or run with --ephemeral" >&2
   fi
 fi
 
