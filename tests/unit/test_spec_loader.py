@@ -227,7 +227,7 @@ def test_provider_override_replaces_runtime_and_agent_providers() -> None:
 
 def test_provider_override_rescues_an_unsupported_provider() -> None:
     data = _data()
-    data["runtime"]["provider"] = "gemini"
+    data["runtime"]["provider"] = "mistral"
     assert load_spec_data(data, provider="scripted").spec.runtime.provider == "scripted"
 
 
