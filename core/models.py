@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -105,6 +105,37 @@ class StepJob:
         return StepJob(**{**asdict(self), "attempt": self.attempt + 1})
 
 
+class SpanStatus(TypedDict):
+    status_code: str  # UNSET | OK | ERROR
+    description: str | None
+
+
+class SpanEvent(TypedDict):
+    name: str
+    timestamp: str
+    attributes: dict[str, Any]
+
+
+class SpanRecord(TypedDict):
+    """One finished span in strands-cli's trace format (its TraceCollector.add_span)."""
+
+    name: str
+    start_time: str  # ISO 8601, milliseconds
+    end_time: str
+    duration_ms: float
+    attributes: dict[str, Any]
+    events: list[SpanEvent]
+    status: SpanStatus
+
+
+class StepTrace(TypedDict):
+    """The spans of the run that committed a step (its span last), for `{{ TRACE }}`:
+    already redacted per telemetry.redact, oldest first, `evicted` dropped by its bounds."""
+
+    spans: list[SpanRecord]
+    evicted: int
+
+
 @dataclass(frozen=True)
 class StepResult:
     """What a committed step leaves behind (append-only, one per step key)."""
@@ -119,13 +150,19 @@ class StepResult:
     committed_at: str = ""
     duration_ms: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    # Only for a session whose spec has telemetry.otel, when sampled (left out of the
+    # JSON otherwise: an untraced step's record is unchanged).
+    trace: StepTrace | None = None
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        fields = asdict(self)
+        if self.trace is None:
+            del fields["trace"]
+        return json.dumps(fields, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepResult:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections import OrderedDict
@@ -43,7 +44,7 @@ from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
 from strands_durable.worker.providers.transient import permanent_cause
-from strands_durable.worker.telemetry import TRACING, StepFacts, mark_failed
+from strands_durable.worker.telemetry import TRACING, StepCollector, StepFacts, mark_failed
 
 log = logging.getLogger("durable.worker")
 
@@ -135,13 +136,13 @@ class StepRunner:
         # The step's span (when its session is traced): Strands' spans nest under it.
         facts = StepFacts(self.consumer, reclaimed, len(gate.journal),
                           int(fields.get("steps") or 0))
-        with TRACING.step_span(spec, job, facts, self.settings):
+        with TRACING.step_span(spec, job, facts, self.settings) as spans:
             await self._run(shard, entry_id, spec, variables, job, reclaimed, run, fields,
-                            cache)
+                            cache, spans)
 
     async def _run(self, shard: int, entry_id: str, spec: Spec, variables: dict[str, Any],
                    job: StepJob, reclaimed: bool, run: StepRun, fields: dict[str, str],
-                   cache: SessionCache) -> None:
+                   cache: SessionCache, spans: StepCollector | None = None) -> None:
         sid = job.session_id
         try:
             output = await self._execute_with_lease(shard, entry_id, spec, variables, job,
@@ -162,6 +163,8 @@ class StepRunner:
             input_tokens=output.input_tokens, output_tokens=output.output_tokens,
             attempt=job.attempt, worker=self.consumer, committed_at=now_iso(),
             duration_ms=round(output.duration_ms, 3), meta=job.meta,
+            # This run's spans, committed with the step (`{{ TRACE }}`), when kept.
+            trace=spans.trace() if spans is not None else None,
         )
         await self._plan_and_commit(shard, entry_id, spec, job, result, output, fields, cache)
 
@@ -225,10 +228,10 @@ class StepRunner:
             snapshot = Snapshot(spec=spec, fields=fields, results=OrderedDict(cache.results),
                                 session_id=sid)
             try:
-                request = await self._plan_with_lease(shard, entry_id, lambda s=snapshot: (
-                    plan_commit(s, job, result, entry_id=entry_id, consumer=self.consumer,
-                                new_messages=output.new_messages,
-                                compaction=output.compaction)))
+                request = await self._plan_with_lease(shard, entry_id, functools.partial(
+                    plan_commit, snapshot, job, result, entry_id=entry_id,
+                    consumer=self.consumer, new_messages=output.new_messages,
+                    compaction=output.compaction))
             except LeaseLost:
                 log.warning("session %s step %s: lease lost while planning; abandoning",
                             sid, job.key)

@@ -25,9 +25,10 @@ from strands_durable.models import (
 )
 from strands_durable.scheduler.patterns import Decision, PlanContext, planner_for
 from strands_durable.scheduler.patterns.base import HITL_AGENT
-from strands_durable.scheduler.planning.artifacts import render_artifacts
+from strands_durable.scheduler.planning.artifacts import TraceSource, render_artifacts
 from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
 from strands_durable.scheduler.planning.notes import with_notes
+from strands_durable.scheduler.planning.trace import render_trace, traced
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.store.records import CommitRequest, Compaction
 
@@ -84,12 +85,22 @@ def decide(snapshot: Snapshot, result: StepResult) -> tuple[Decision, dict[str, 
     try:
         decision = planner_for(ctx.spec.pattern.type).advance(ctx, result)
         artifacts = (render_artifacts(ctx.spec, {**session_names(snapshot, result),
-                                                 **decision.artifact_context})
+                                                 **decision.artifact_context},
+                                      trace=trace_source(snapshot, result))
                      if decision.status == SessionStatus.COMPLETED else {})
         return decision, artifacts
     except (TemplateError, SpecError) as exc:
         return Decision(state=dict(ctx.state), status=SessionStatus.FAILED,
                         reason=f"step {result.key}: {exc}"), {}
+
+
+def trace_source(snapshot: Snapshot, result: StepResult) -> TraceSource | None:
+    """`{{ TRACE }}` from the spans every committed step carries, this one's last."""
+    if not traced(snapshot.spec):
+        return None
+    traces = [r.trace for r in snapshot.results.values()] + [result.trace]
+    return lambda max_bytes: render_trace(snapshot.spec, snapshot.session_id, traces,
+                                          max_bytes)
 
 
 def waiting_entry(job: StepJob, at_ms: int) -> dict[str, Any]:

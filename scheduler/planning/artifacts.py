@@ -4,7 +4,7 @@ directory only on request, never outside it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -21,18 +21,24 @@ class ArtifactPathError(InvalidInput):
     code = "invalid_artifact_path"
 
 
-def render_artifacts(spec: Spec, context: Mapping[str, Any],
-                     limits: Limits | None = None) -> dict[str, str]:
+TraceSource = Callable[[int], str]
+"""The session's `{{ TRACE }}` JSON cut to at most so many bytes (planning/trace.py)."""
+
+
+def render_artifacts(spec: Spec, context: Mapping[str, Any], limits: Limits | None = None,
+                     trace: TraceSource | None = None) -> dict[str, str]:
     """{rendered path: rendered content}; raises TemplateError naming the artifact.
 
     `context` is the planner's (strands-cli's variables + execution_context). On top,
-    as strands-cli's artifact writer and graph executor give them: `TRACE` (strands-cli
-    renders its OpenTelemetry trace there, "" when telemetry is off; there is none
-    here), `name` (the spec's) and `timestamp` (now, ISO 8601 UTC). The context wins
+    as strands-cli's artifact writer and graph executor give them: `TRACE` (the
+    session's trace as strands-cli renders it, from `trace`; "" without one: telemetry
+    off), `name` (the spec's) and `timestamp` (now, ISO 8601 UTC). The context wins
     over these, as variables and execution_context do in strands-cli.
 
     An artifact may be up to DURABLE_MAX_ARTIFACT_BYTES (its template renders with
-    that as its character budget); a larger one is a TemplateError naming it.
+    that as its character budget); a larger one is a TemplateError naming it. TRACE
+    gets what the artifact's other text leaves of it: its oldest spans are evicted
+    to fit, as strands-cli evicts past its span limit.
     """
     outputs = spec.outputs
     if outputs is None:
@@ -45,14 +51,26 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any],
         path = artifact_name(render(artifact.path, full, f"outputs.artifacts[{i}].path",
                                     limits).strip())
         where = f"outputs.artifacts[{i}].from"
-        body = render(artifact.from_, full, where, limits, limits.max_artifact_bytes,
-                      "DURABLE_MAX_ARTIFACT_BYTES")
+        body = _render_body(artifact.from_, full, where, limits, trace)
         size = len(body.encode("utf-8"))
         if size > limits.max_artifact_bytes:
             raise TemplateError(where, f"the artifact is {size:,} bytes; the limit is "
                                 f"{limits.max_artifact_bytes:,} (DURABLE_MAX_ARTIFACT_BYTES)")
         rendered[path] = body
     return rendered
+
+
+def _render_body(template: str, context: dict[str, Any], where: str, limits: Limits,
+                 trace: TraceSource | None) -> str:
+    budget = limits.max_artifact_bytes
+    # (A variable named TRACE wins over the trace, as in strands-cli.)
+    if trace is None or "TRACE" not in template or context.get("TRACE") != "":
+        return render(template, context, where, limits, budget, "DURABLE_MAX_ARTIFACT_BYTES")
+    # The rest of the artifact first (TRACE empty), then TRACE cut to what it leaves.
+    rest = render(template, context, where, limits, budget, "DURABLE_MAX_ARTIFACT_BYTES")
+    room = max(budget - len(rest.encode("utf-8")), 0)
+    return render(template, {**context, "TRACE": trace(room)}, where, limits, budget,
+                  "DURABLE_MAX_ARTIFACT_BYTES")
 
 
 def sanitize_filename(part: str, max_length: int = 100) -> str:

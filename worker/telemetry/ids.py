@@ -11,7 +11,9 @@ there, which would skew a ratio).
 from __future__ import annotations
 
 import hashlib
-import uuid
+
+# The trace id is the planner's too: it names the trace in the `{{ TRACE }}` artifact.
+from strands_durable.scheduler.planning.trace import session_trace_id
 
 __all__ = ["sampled", "session_span_id", "session_trace_id"]
 
@@ -20,14 +22,6 @@ _SPAN_ID_MASK = (1 << 64) - 1
 
 def _digest(session_id: str, purpose: str) -> bytes:
     return hashlib.sha256(f"strands-durable:{purpose}:{session_id}".encode()).digest()
-
-
-def session_trace_id(session_id: str) -> int:
-    try:
-        trace_id = uuid.UUID(session_id).int
-    except ValueError:  # not a UUID (never from this code's own sessions): still stable
-        trace_id = int.from_bytes(_digest(session_id, "trace")[:16], "big")
-    return trace_id or 1  # 0 is the invalid trace id
 
 
 def session_span_id(session_id: str) -> int:

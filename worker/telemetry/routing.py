@@ -27,6 +27,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from strands_durable.scheduler.spec.telemetry import TraceConfig
 from strands_durable.settings import TelemetryPolicy
+from strands_durable.worker.telemetry.collect import Collectors
 from strands_durable.worker.telemetry.redaction import redact_span
 
 __all__ = ["Router"]
@@ -37,8 +38,10 @@ MAX_SESSIONS = 4096  # sessions whose config a worker remembers (its running ste
 
 
 class Router(SpanProcessor):
-    def __init__(self, policy: TelemetryPolicy) -> None:
+    def __init__(self, policy: TelemetryPolicy, collectors: Collectors | None = None) -> None:
         self.policy = policy
+        # Steps whose spans are kept for their commit (`{{ TRACE }}`), fed redacted spans.
+        self.collectors = collectors or Collectors()
         self._lock = threading.Lock()
         self._sessions: OrderedDict[int, TraceConfig] = OrderedDict()
         self._exporters: OrderedDict[tuple[str, bool], _Destination] = OrderedDict()
@@ -53,7 +56,7 @@ class Router(SpanProcessor):
                 self._sessions.popitem(last=False)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
+        self.collectors.on_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
         context = span.context
@@ -64,13 +67,18 @@ class Router(SpanProcessor):
         if config is None:
             return  # not a traced session's span (another library's root span)
         try:
-            self.export(span, config)
+            span = redact_span(span, config.redact_tool_inputs, config.redact_tool_outputs)
+            self.collectors.on_end(span)
+            self._send(span, config)
         except Exception:  # a span that cannot be exported never fails a step
             log.warning("span %r of trace %032x not exported", span.name, context.trace_id,
                         exc_info=True)
 
     def export(self, span: ReadableSpan, config: TraceConfig) -> None:
-        span = redact_span(span, config.redact_tool_inputs, config.redact_tool_outputs)
+        self._send(redact_span(span, config.redact_tool_inputs, config.redact_tool_outputs),
+                   config)
+
+    def _send(self, span: ReadableSpan, config: TraceConfig) -> None:
         span = _with_resource(span, self._resource(config.service_name))
         self._processor(config).on_end(span)
 

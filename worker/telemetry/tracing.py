@@ -23,18 +23,19 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from opentelemetry import trace as trace_api
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace import TraceFlags as Flags
 
 from strands_durable.models import StepJob
+from strands_durable.scheduler.planning.trace import traced
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.telemetry import (
     OtelEnv,
@@ -44,10 +45,11 @@ from strands_durable.scheduler.spec.telemetry import (
 )
 from strands_durable.settings import TelemetryPolicy
 from strands_durable.store.records import SessionRecord
+from strands_durable.worker.telemetry.collect import Collectors, StepCollector
 from strands_durable.worker.telemetry.ids import sampled, session_span_id, session_trace_id
 from strands_durable.worker.telemetry.routing import Router
 
-__all__ = ["SCOPE", "StepFacts", "Tracing"]
+__all__ = ["SCOPE", "StepCollector", "StepFacts", "Tracing"]
 
 log = logging.getLogger("durable.telemetry")
 
@@ -70,6 +72,7 @@ class Tracing:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._router: Router | None = None
+        self._collectors = Collectors()
         self._tracer: trace_api.Tracer | None = None
 
     def config_for(self, spec: Spec, policy: TelemetryPolicy) -> TraceConfig | None:
@@ -78,17 +81,39 @@ class Tracing:
 
     @contextmanager
     def step_span(self, spec: Spec, job: StepJob, facts: StepFacts,
-                  policy: TelemetryPolicy) -> Iterator[None]:
-        """The step's span, current while the body runs (nothing when untraced)."""
+                  policy: TelemetryPolicy) -> Iterator[StepCollector | None]:
+        """The step's span, current while the body runs (nothing when untraced). It
+        yields the step's span collector when the spec has telemetry.otel and the
+        session is sampled (strands-cli keeps a trace for `{{ TRACE }}` then), else None."""
         opened = self._open(spec, job, facts, policy)
         if opened is None:
-            yield
+            yield None
             return
-        with opened:
-            yield
+        span, config = opened
+        collector = self._collector(spec, span, config)
+        try:
+            with trace_api.use_span(span, end_on_exit=True):
+                yield collector
+        finally:
+            if collector is not None:
+                self._collectors.close(collector)
+
+    def _collector(self, spec: Spec, span: trace_api.Span,
+                   config: TraceConfig) -> StepCollector | None:
+        # A sampled-out session's span records nothing: nothing to collect either.
+        if not traced(spec) or not isinstance(span, Span) or not span.is_recording():
+            return None
+        try:
+            collector = StepCollector(span, config.redact_tool_inputs,
+                                      config.redact_tool_outputs)
+            self._collectors.open(collector)
+        except Exception:  # telemetry never fails a step
+            log.warning("step spans not kept for the trace artifact", exc_info=True)
+            return None
+        return collector
 
     def _open(self, spec: Spec, job: StepJob, facts: StepFacts,
-              policy: TelemetryPolicy) -> AbstractContextManager[trace_api.Span] | None:
+              policy: TelemetryPolicy) -> tuple[trace_api.Span, TraceConfig] | None:
         try:
             config = self.config_for(spec, policy)
             if config is None:
@@ -103,9 +128,8 @@ class Tracing:
                           "worker.id": facts.worker, "session.resumed": facts.resumed,
                           "session.steps_skipped": facts.replayed,
                           "session.checkpoint_count": facts.checkpoints}
-            return tracer.start_as_current_span(
-                f"step {job.key}", context=parent, kind=SpanKind.INTERNAL,
-                attributes=attributes)
+            return tracer.start_span(f"step {job.key}", context=parent,
+                                     kind=SpanKind.INTERNAL, attributes=attributes), config
         except Exception:  # telemetry never fails a step
             log.warning("no span for step %s of session %s", job.key, job.session_id,
                         exc_info=True)
@@ -158,7 +182,7 @@ class Tracing:
         with self._lock:
             if self._tracer is not None:
                 return self._tracer
-            router = Router(policy)
+            router = Router(policy, self._collectors)
             current = trace_api.get_tracer_provider()
             if isinstance(current, TracerProvider):
                 # Someone set an SDK provider first: route through it (its sampler rules).
