@@ -33,6 +33,8 @@ STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSIO
 class FakeGemini:
     port: int = 0
     failures: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    hangs: int = 0  # requests (first ones) answered only when the test ends: a hung server
+    released: threading.Event = field(default_factory=threading.Event)
     tool: str = "calculator"
     tool_args: dict[str, Any] = field(default_factory=lambda: {"expression": "6 * 7"})
     tool_calls: int = 0
@@ -103,6 +105,11 @@ def _handler(state: FakeGemini) -> type[BaseHTTPRequestHandler]:
                 state.paths.append(self.path)
                 state.headers.append({k.lower(): v for k, v in self.headers.items()})
                 failure = state.failures.pop(0) if state.failures else None
+                hang = state.hangs > 0
+                state.hangs -= hang
+            if hang:
+                state.released.wait(timeout=30)
+                return self._error(503)
             path = self.path.split("?", 1)[0]
             if failure is not None:
                 return self._error(failure)
@@ -146,6 +153,7 @@ def fake_gemini() -> Iterator[FakeGemini]:
     try:
         yield state
     finally:
+        state.released.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

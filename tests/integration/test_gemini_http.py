@@ -130,6 +130,18 @@ async def test_permanent_statuses_are_not_retried(fake: FakeGemini, transport: s
     assert type(response).__module__.partition(".")[0] == transport
 
 
+async def test_a_hung_server_times_out_and_is_retried(fake: FakeGemini,
+                                                      transport: str) -> None:
+    model = _model(fake)
+    fake.hangs = 1
+    # The limit is what the hung first attempt waits out; the second attempt must answer
+    # within it, so it is generous (a loaded machine can take a second to answer).
+    reply = await call_agent(model, system_prompt=None, history=[], prompt="hi",
+                             retry=FAST_RETRY, timeout_s=2.0)
+    assert reply.text == reply_for("hi")
+    assert len(fake.requests) == 2
+
+
 # -- whole sessions: a real redis-server and the in-process worker --------------------
 CHAIN = {
     "version": 0, "name": "gemini-chain",
