@@ -207,6 +207,21 @@ def test_auto_resume_takes_over_a_dead_runners_session(local_home: LocalHome) ->
     assert len(local_home.sessions()) == 2
 
 
+def test_auto_resume_never_starts_a_second_session_beside_a_live_runner(
+        local_home: LocalHome, tmp_path: Path) -> None:
+    points = StepBreakpoints(tmp_path / "bp")
+    proc, sid = held_run(local_home, points, "step:1")
+    try:
+        beside = local_home.durable("run", CHAIN, "--auto-resume")
+        assert beside.returncode == 1, beside.stderr
+        assert f"session {sid} is already being run by pid {proc.pid}" in beside.stderr
+        assert len(local_home.sessions()) == 1
+    finally:
+        points.clear(WORKFLOW, "step:1")
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
 # -- Ctrl-C ------------------------------------------------------------------------------
 def test_ctrl_c_stops_at_the_next_step_boundary(local_home: LocalHome,
                                                 tmp_path: Path) -> None:
