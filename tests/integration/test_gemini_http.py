@@ -237,3 +237,33 @@ async def test_durable_run_runs_strands_clis_gemini_example(
     usage = (await status_doc(store, sid))["token_usage"]
     assert (usage["total_input_tokens"], usage["total_output_tokens"]) == (PROMPT_TOKENS,
                                                                           CANDIDATE_TOKENS)
+
+
+async def test_durable_run_loads_a_skill_through_gemini_function_calls(
+        fake: FakeGemini, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """strands-cli's other gemini example, as written: the model calls `Skill`, the
+    skill's text goes back as a functionResponse, the answer becomes the artifact."""
+    from typer.testing import CliRunner
+
+    from strands_durable.api.cli import app
+
+    for name in [n for n in os.environ if n.startswith("DURABLE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake.url)
+    fake.tool, fake.tool_args, fake.tool_calls = "Skill", {"skill_id": "mermaid-master"}, 1
+    spec = FIXTURES / "strands-cli-corpus" / "examples" / "mermaid-diagram-generator.yaml"
+    args = ["run", str(spec), "--ephemeral", "--out", str(tmp_path), "--var",
+            "diagram_type=flowchart", "--var", "topic=User authentication flow"]
+    result = await asyncio.to_thread(CliRunner().invoke, app, args)
+    assert result.exit_code == 0, result.output
+    assert fake.paths[0].startswith("/v1beta/models/gemini-2.5-pro:streamGenerateContent")
+    assert fake.requests[0]["generationConfig"] == {"temperature": 0.7,
+                                                    "maxOutputTokens": 4096}
+    (response,) = [p["functionResponse"] for c in fake.requests[1]["contents"]
+                   for p in c["parts"] if "functionResponse" in p]
+    assert response["name"] == "Skill"
+    assert "# Loaded Skill" in json.dumps(response["response"])
+    assert f"{2 * PROMPT_TOKENS} in / {2 * CANDIDATE_TOKENS} out tokens" in result.output
+    artifact = tmp_path / "diagrams" / "flowchart-diagram.md"
+    expected = reply_for("Create a flowchart diagram for the following topic:")
+    assert artifact.read_text().strip() == expected
