@@ -159,7 +159,8 @@ class StepResult:
         return self.input_tokens + self.output_tokens
 
     def to_json(self) -> str:
-        fields = asdict(self)
+        # Its fields as they are (asdict would deep-copy a trace of many spans first).
+        fields = dict(vars(self))
         if self.trace is None:
             del fields["trace"]
         return json.dumps(fields, separators=(",", ":"))

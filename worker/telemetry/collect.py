@@ -73,6 +73,7 @@ class StepCollector:
         now = time.time_ns()
         snapshot = ReadableSpan(
             name=span.name, context=span.get_span_context(), parent=span.parent,
+            resource=span.resource,  # (none given, ReadableSpan would detect one: slow)
             attributes=span.attributes, events=span.events, kind=span.kind,
             status=span.status, start_time=span.start_time, end_time=now,
             instrumentation_scope=span.instrumentation_scope)
