@@ -68,8 +68,10 @@ class Router(SpanProcessor):
             return  # not a traced session's span (another library's root span)
         try:
             span = redact_span(span, config.redact_tool_inputs, config.redact_tool_outputs)
-            self.collectors.on_end(span)
-            self._send(span, config)
+            try:
+                self.collectors.on_end(span)  # the step's copy for `{{ TRACE }}`
+            finally:
+                self._send(span, config)
         except Exception:  # a span that cannot be exported never fails a step
             log.warning("span %r of trace %032x not exported", span.name, context.trace_id,
                         exc_info=True)
