@@ -12,6 +12,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.scheduler.operations.start import start_session
 from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
@@ -92,6 +93,8 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
         await store.prepare()
         async with contextlib.AsyncExitStack() as held:
             if resuming is not None:
+                if not await store.exists(resuming):  # before the lock writes its counter
+                    raise SessionNotFound(resuming)
                 await held.enter_async_context(runner_lock(store, resuming))
             session_id = await begin(store)
             if resuming is None:

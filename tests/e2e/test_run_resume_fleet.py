@@ -6,7 +6,7 @@ from it. Real redis-server, real `durable` processes, real `arq worker`s."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
+from collections.abc import Callable
 
 from fleet import Fleet
 from helpers import EXAMPLES, wait_for_sync
@@ -16,8 +16,9 @@ from strands_durable.worker.faults import CRASH_EXIT_CODE
 CHAIN = str(EXAMPLES / "chain-research.yaml")
 
 
-def test_auto_resume_continues_a_killed_runs_session(fleet_factory, tmp_path: Path) -> None:
-    fleet: Fleet = fleet_factory()  # no workers: nobody else would finish it
+def test_auto_resume_continues_a_killed_runs_session(
+        fleet_factory: Callable[..., Fleet]) -> None:
+    fleet = fleet_factory()  # no workers: nobody else would finish it
     fleet.env["DURABLE_CRASH_AT"] = "after_commit:1"
     crashed = fleet.cli("run", CHAIN, check=False)
     del fleet.env["DURABLE_CRASH_AT"]
@@ -35,10 +36,11 @@ def test_auto_resume_continues_a_killed_runs_session(fleet_factory, tmp_path: Pa
         "step:0": 1, "step:1": 1, "step:2": 1}
 
 
-def test_a_submitted_running_session_is_the_fleets(fleet_factory, tmp_path: Path) -> None:
+def test_a_submitted_running_session_is_the_fleets(
+        fleet_factory: Callable[..., Fleet]) -> None:
     """A session of the same spec submitted to the fleet, running (its steps queued, no
     worker yet), is not resumable: --auto-resume starts its own."""
-    fleet: Fleet = fleet_factory()
+    fleet = fleet_factory()
     submitted = fleet.cli("submit", CHAIN).stdout.strip()
     run = fleet.cli("run", CHAIN, "--auto-resume")
     assert "no failed or paused session of this spec" in run.stderr

@@ -176,6 +176,27 @@ def test_session_commands_work_on_the_local_store(local_home: LocalHome) -> None
     assert local_home.sessions() == []
 
 
+def test_resume_of_no_such_session_is_a_clear_refusal(local_home: LocalHome) -> None:
+    unknown = "0b159fac-0487-470b-baf4-40d28dd52a70"
+    missing = local_home.durable("run", "--resume", unknown)
+    assert missing.returncode == 1 and f"session '{unknown}' not found" in missing.stderr
+
+    async def keys() -> list[str]:
+        store = local_home.store()
+        try:
+            return [k for k in await store.redis.keys("*") if unknown in k]
+        finally:
+            await store.close()
+
+    assert asyncio.run(keys()) == []  # not even a lock's counter
+    bad = local_home.durable("run", "--resume", "x:results")
+    assert bad.returncode == 2 and "x:results" in bad.stderr and "Traceback" not in bad.stderr
+    both = local_home.durable("run", CHAIN, "--resume", unknown)
+    assert both.returncode == 2 and "takes no SPEC" in both.stderr
+    neither = local_home.durable("run")
+    assert neither.returncode == 2 and "--resume ID" in neither.stderr
+
+
 def test_a_second_runner_is_refused_naming_the_first(local_home: LocalHome,
                                                      tmp_path: Path) -> None:
     points = StepBreakpoints(tmp_path / "bp")
