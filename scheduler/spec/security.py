@@ -13,8 +13,9 @@ setting and the tool:
   HTTP, the native web tools), and none whose network use cannot be known here (an
   imported python tool, a stdio MCP server, `python_exec`). The model provider itself is
   not a tool: the agent still calls its model.
-- `pii_redaction: true` is refused: nothing here detects PII, and saying otherwise
-  would be a promise not kept.
+- `pii_redaction: true` is refused: logs, events and artifacts are not scanned for
+  PII (only traces are, under `telemetry.redact`), and accepting it would be a promise
+  not kept.
 
 Pure: reads the spec only.
 """
@@ -58,9 +59,10 @@ def check_security(spec: Spec, source: str) -> None:
         return
     if guardrails.pii_redaction:
         raise SpecError(source, f"{_WHERE}.pii_redaction",
-                        "PII redaction is not implemented here (strands-cli parses it "
-                        "without enforcing it either); remove it or set it to false "
-                        "rather than rely on a redaction that does not happen")
+                        "PII redaction of logs, events and artifacts is not implemented "
+                        "here (strands-cli parses it without enforcing it either; "
+                        "telemetry.redact masks PII in traces); remove it or set it to "
+                        "false rather than rely on a redaction that does not happen")
     if guardrails.allow_tools is not None:
         _check_allow_list(spec, guardrails, source)
     if guardrails.deny_network:

@@ -95,6 +95,9 @@ class TraceConfig:
     sample_ratio: float
     redact_tool_inputs: bool = True
     redact_tool_outputs: bool = False
+    # strands-cli's PII masking of the trace artifact: on when the spec writes
+    # `telemetry.redact` with tool inputs or outputs redacted.
+    mask_pii: bool = False
 
 
 def traces_url(url: str) -> str:
@@ -158,7 +161,8 @@ def resolve_trace_config(telemetry: Telemetry | None, env: OtelEnv,
     otel = telemetry.otel if telemetry is not None else None
     if env.disabled or (otel is None and env.traces_endpoint is None):
         return None
-    redact = (telemetry.redact if telemetry is not None else None) or Redaction()
+    written = telemetry.redact if telemetry is not None else None
+    redact = written or Redaction()
     endpoint = env.traces_endpoint or DEFAULT_TRACES_URL
     own = True
     if otel is not None and otel.endpoint and _endpoint_problem(otel.endpoint) is None:
@@ -175,7 +179,9 @@ def resolve_trace_config(telemetry: Telemetry | None, env: OtelEnv,
                        service_name=service or DEFAULT_SERVICE_NAME,
                        sample_ratio=min(max(ratio, 0.0), 1.0),
                        redact_tool_inputs=redact.tool_inputs,
-                       redact_tool_outputs=redact.tool_outputs)
+                       redact_tool_outputs=redact.tool_outputs,
+                       mask_pii=written is not None and (written.tool_inputs
+                                                         or written.tool_outputs))
 
 
 def check_telemetry(spec: Spec, source: str, policy: TelemetryPolicy | None = None,

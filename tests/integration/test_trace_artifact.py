@@ -159,6 +159,19 @@ async def test_tool_outputs_redacted_when_the_spec_says(
     assert event(tool, "gen_ai.choice")["message"] == REDACTED
 
 
+async def test_pii_is_masked_in_the_trace_when_redaction_is_written(
+        receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
+    data = calculator({"otel": {}, "redact": {"tool_inputs": True}})
+    data["inputs"]["values"]["plan"] = "team (billing: jane.doe@example.com, 555-123-4567)"
+    sid = await run(store, data)
+    text = json.dumps((await trace_artifact(store, sid))["spans"])
+    assert "jane.doe@example.com" not in text and "555-123-4567" not in text
+    assert "***REDACTED***" in text
+    # Without `telemetry.redact` written, strands-cli masks nothing: neither does this.
+    plain = await run(store, {**data, "telemetry": {"otel": {}}})
+    assert "jane.doe@example.com" in json.dumps((await trace_artifact(store, plain))["spans"])
+
+
 async def test_untraced_the_trace_is_empty_and_results_carry_nothing_new(
         monkeypatch: pytest.MonkeyPatch, store: Store, consumer: StepConsumer) -> None:
     for name in OTEL_VARIABLES:

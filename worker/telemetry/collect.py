@@ -5,7 +5,9 @@ span-dict format (TraceCollector.add_span), travels with the step's commit
 run that commits, so no span is counted twice.
 
 Bounds: a step keeps its newest STRANDS_MAX_TRACE_SPANS spans (strands-cli's FIFO rule)
-and at most STEP_TRACE_BYTES of them; a string value is cut at MAX_VALUE_CHARS.
+and at most STEP_TRACE_BYTES of them; a string value is cut at MAX_VALUE_CHARS. With
+`telemetry.redact` written, PII in their attributes is masked as strands-cli masks it
+(worker/telemetry/pii.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from opentelemetry.util.types import Attributes
 
 from strands_durable.models import SpanEvent, SpanRecord, StepTrace
 from strands_durable.scheduler.planning.trace import max_trace_spans
+from strands_durable.worker.telemetry.pii import mask_attributes
 from strands_durable.worker.telemetry.redaction import redact_span
 
 __all__ = ["MAX_VALUE_CHARS", "STEP_TRACE_BYTES", "Collectors", "StepCollector",
@@ -39,9 +42,11 @@ class StepCollector:
     when the step's result is built (its end is then the commit's time)."""
 
     def __init__(self, step_span: Span, inputs: bool, outputs: bool,
-                 max_spans: int | None = None, max_bytes: int = STEP_TRACE_BYTES) -> None:
+                 max_spans: int | None = None, max_bytes: int = STEP_TRACE_BYTES,
+                 mask_pii: bool = False) -> None:
         self.step_span = step_span
         self.inputs, self.outputs = inputs, outputs
+        self.mask_pii = mask_pii
         self.max_spans = max_spans or max_trace_spans()
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -52,7 +57,7 @@ class StepCollector:
 
     def add(self, span: ReadableSpan) -> None:
         """A finished (already redacted) span of this step."""
-        record = span_record(span)
+        record = self._masked(span_record(span))
         size = _size(record)
         with self._lock:
             self._spans.append((record, size))
@@ -77,7 +82,7 @@ class StepCollector:
             attributes=span.attributes, events=span.events, kind=span.kind,
             status=span.status, start_time=span.start_time, end_time=now,
             instrumentation_scope=span.instrumentation_scope)
-        own = span_record(redact_span(snapshot, self.inputs, self.outputs))
+        own = self._masked(span_record(redact_span(snapshot, self.inputs, self.outputs)))
         with self._lock:
             kept = deque(self._spans)
             evicted = self._evicted
@@ -87,6 +92,15 @@ class StepCollector:
             total -= kept.popleft()[1]
             evicted += 1
         return StepTrace(spans=[*(record for record, _ in kept), own], evicted=evicted)
+
+    def _masked(self, record: SpanRecord) -> SpanRecord:
+        # strands-cli masks PII in its trace artifact's span attributes; its events (the
+        # messages, where PII mostly is) too here, or the mask would miss what it is for.
+        if self.mask_pii:
+            record["attributes"] = mask_attributes(record["attributes"])
+            for event in record["events"]:
+                event["attributes"] = mask_attributes(event["attributes"])
+        return record
 
     def _bound(self) -> None:
         # strands-cli's rule: past the limit, the oldest span goes first.

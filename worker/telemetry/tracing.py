@@ -105,7 +105,7 @@ class Tracing:
             return None
         try:
             collector = StepCollector(span, config.redact_tool_inputs,
-                                      config.redact_tool_outputs)
+                                      config.redact_tool_outputs, mask_pii=config.mask_pii)
             self._collectors.open(collector)
         except Exception:  # telemetry never fails a step
             log.warning("step spans not kept for the trace artifact", exc_info=True)
