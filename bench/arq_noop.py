@@ -1,6 +1,7 @@
-"""arq settings for the reference run: `arq bench.arq_noop.WorkerSettings`.
+"""arq settings for the reference runs: `arq bench.arq_noop.WorkerSettings`.
 
-A no-op job, burst mode, `max_jobs` like our worker concurrency. Workers wait at a
+A no-op job (and `agent_step`, the same Strands call as our step: bench/arq_agent.py),
+burst mode, `max_jobs` like our worker concurrency. Workers wait at a
 start barrier (so interpreter start-up is not timed) and record when they finish.
 Configured by env: BENCH_ARQ_PORT, BENCH_ARQ_QUEUE, BENCH_ARQ_MAX_JOBS, BENCH_ARQ_POLL_DELAY.
 """
@@ -13,6 +14,8 @@ import time
 from typing import Any
 
 from arq.connections import RedisSettings
+
+from bench.arq_agent import agent_step
 
 QUEUE = os.environ.get("BENCH_ARQ_QUEUE", "bench:arq")
 READY_KEY = f"{QUEUE}:ready"
@@ -36,7 +39,7 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
 
 
 class WorkerSettings:
-    functions = [noop]
+    functions = [noop, agent_step]
     on_startup = _startup
     on_shutdown = _shutdown
     redis_settings = RedisSettings(host="127.0.0.1", port=int(os.environ.get("BENCH_ARQ_PORT",

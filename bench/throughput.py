@@ -12,7 +12,10 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+from bench.arq_agent import seed_lane
+from bench.integrity import CommittedTwice, Footprint, check_once, completed_sessions, footprint
 from bench.procs import Procs, clean_env
+from bench.redis_stats import RedisCost, RedisSnapshot
 from bench.specs import chain_spec
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.start import start_session
@@ -33,6 +36,8 @@ class ThroughputResult:
     units: int  # steps or jobs
     seconds: float  # the median run's
     runs: list[float] = field(default_factory=list)  # every run's seconds
+    redis: RedisCost | None = None  # the median run's, per unit
+    footprint: Footprint | None = None  # ours: what a session holds
 
     @property
     def rate(self) -> float:
@@ -43,16 +48,22 @@ class ThroughputResult:
         return [self.units / s for s in self.runs or [self.seconds] if s > 0]
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "rate": round(self.rate, 1),
-                "rates": [round(r, 1) for r in self.rates]}
+        plain = {k: v for k, v in asdict(self).items() if k not in ("redis", "footprint")}
+        return {**plain, "rate": round(self.rate, 1),
+                "rates": [round(r, 1) for r in self.rates],
+                "redis": self.redis.to_dict() if self.redis else None,
+                "footprint": self.footprint.to_dict() if self.footprint else None}
 
 
 def median_of(results: list[ThroughputResult]) -> ThroughputResult:
-    """One row from repeated runs: the median run's time, every run kept."""
+    """One row from repeated runs: the median run's time, every run kept; the Redis
+    counters of the run nearest the median."""
     first = results[0]
     runs = [s for r in results for s in (r.runs or [r.seconds])]
-    return ThroughputResult(first.name, first.workers, first.units, statistics.median(runs),
-                            runs)
+    mid = statistics.median(runs)
+    near = min(results, key=lambda r: abs(r.seconds - mid))
+    return ThroughputResult(first.name, first.workers, first.units, mid, runs, near.redis,
+                            near.footprint)
 
 
 def fresh_prefix(tag: str) -> str:
@@ -100,7 +111,11 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
         await _wait(beating, WORKER_START_TIMEOUT_S, f"{workers} worker heartbeat(s)", procs,
                     interval_s=0.05)
 
+        polls = 0
+
         async def finished() -> bool:
+            nonlocal polls
+            polls += 1
             async with store.redis.pipeline(transaction=False) as pipe:
                 for key in done_keys + failed_keys:
                     pipe.zcard(key)
@@ -110,22 +125,36 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
                 raise BenchError(f"{failed} bench session(s) failed:\n{procs.tail()}")
             return sum(counts[:len(done_keys)]) >= sessions
 
+        before = await RedisSnapshot.take(store.redis)
         t0 = time.perf_counter()
         results = await asyncio.gather(*(start_session(store, loaded) for _ in range(sessions)))
         assert all(created for _, created in results)
         await _wait(finished, timeout_s, f"{sessions} sessions to complete", procs)
         elapsed = time.perf_counter() - t0
+        after = await RedisSnapshot.take(store.redis)
+        procs.stop()
+        cost = RedisCost.between(before, after, sessions * steps, own_reads=polls)
+        sids = await completed_sessions(store.redis, keys)
+        try:
+            await check_once(store.redis, keys, sids, steps)
+        except CommittedTwice as exc:
+            raise BenchError(f"EXACTLY-ONCE BROKEN: {exc}") from None
+        held = await footprint(store.redis, keys, sids, steps)
     finally:
         procs.stop()
         await store.redis.aclose()
     name = "no-op steps" if noop else "scripted steps"
-    return ThroughputResult(name, workers, sessions * steps, elapsed)
+    return ThroughputResult(name, workers, sessions * steps, elapsed, redis=cost,
+                            footprint=held)
 
 
 async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs: int,
-                  poll_delay: float, timeout_s: float) -> ThroughputResult:
-    """Enqueue `jobs` no-op arq jobs, start `workers` burst-mode arq workers, release them
-    together once all are up, and time until the last one has drained the queue."""
+                  poll_delay: float, timeout_s: float,
+                  agent_chains: tuple[int, int] | None = None) -> ThroughputResult:
+    """Enqueue `jobs` no-op arq jobs (or, with `agent_chains` = (sessions, steps), one
+    `agent_step` job per step of that many chains, each with its step's history),
+    start `workers` burst-mode arq workers, release them together once all are up, and
+    time until the last one has drained the queue."""
     from arq import create_pool
     from arq.connections import RedisSettings
 
@@ -137,10 +166,18 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
     env = clean_env(BENCH_ARQ_PORT=str(port), BENCH_ARQ_QUEUE=queue,
                     BENCH_ARQ_MAX_JOBS=str(max_jobs), BENCH_ARQ_POLL_DELAY=str(poll_delay))
     try:
+        calls = (_agent_jobs(queue, *agent_chains) if agent_chains
+                 else [("noop", ())] * jobs)
+        if agent_chains:
+            lane = seed_lane(agent_chains[1])
+            for s in range(agent_chains[0]):
+                await redis.rpush(f"{queue}:lane:{s}", *lane)
+        jobs = len(calls)
         batch = 200
         for start in range(0, jobs, batch):
-            await asyncio.gather(*(pool.enqueue_job("noop", _job_id=f"{queue}-{i}")
-                                   for i in range(start, min(start + batch, jobs))))
+            await asyncio.gather(*(pool.enqueue_job(fn, *a, _job_id=f"{queue}-{i}")
+                                   for i, (fn, a) in enumerate(calls[start:start + batch],
+                                                               start)))
         if await pool.zcard(queue) != jobs:
             raise BenchError("arq: not every job was enqueued")
         for _ in range(workers):
@@ -151,6 +188,7 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
 
         await _wait(ready, WORKER_START_TIMEOUT_S, f"{workers} arq worker(s)", procs,
                     interval_s=0.05)
+        before = await RedisSnapshot.take(redis)
         t0 = time.time()
         await redis.set(f"{queue}:go", "1")
         deadline = time.monotonic() + timeout_s
@@ -158,6 +196,7 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
             if time.monotonic() > deadline:
                 raise BenchError(f"arq workers did not drain {jobs} jobs in {timeout_s:.0f}s")
             await asyncio.sleep(0.02)
+        after = await RedisSnapshot.take(redis)
         if any(p.returncode for p in procs.procs):
             raise BenchError(f"an arq worker failed:\n{procs.tail()}")
         ends = [float(x) for x in await redis.lrange(f"{queue}:done", 0, -1)]
@@ -168,10 +207,23 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
             done += 1
         if done != jobs:
             raise BenchError(f"arq: {done} of {jobs} jobs have a result")
+        if agent_chains:
+            stored = sum([await redis.hlen(f"{queue}:res:{s}")
+                          for s in range(agent_chains[0])])
+            if stored != jobs:
+                raise BenchError(f"arq: {stored} of {jobs} agent replies were stored")
         elapsed = max(ends) - t0
     finally:
         procs.stop()
         await pool.aclose()
         await redis.aclose()
-    return ThroughputResult(f"arq no-op jobs (poll_delay {poll_delay:g}s)", workers, jobs,
-                            elapsed)
+    what = "agent call + history" if agent_chains else "no-op"
+    return ThroughputResult(f"arq {what} jobs (poll_delay {poll_delay:g}s)", workers, jobs,
+                            elapsed, redis=RedisCost.between(before, after, jobs, own_reads=1))
+
+
+def _agent_jobs(queue: str, sessions: int, steps: int) -> list[tuple[str, tuple[object, ...]]]:
+    """Step k of chain s: its lane's first 2k messages, prompt "step k" (as ours)."""
+    return [("agent_step", (f"{queue}:lane:{s}", 2 * k, f"step {k}", steps,
+                            f"{queue}:res:{s}", str(k)))
+            for k in range(steps) for s in range(sessions)]
