@@ -1,13 +1,13 @@
-"""/healthz (Redis reachable, workers seen recently), /metrics, /docs and /openapi.json."""
+"""/healthz (Redis reachable, workers seen recently) and /metrics (/docs and /openapi.json:
+api/console/docs.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Security
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi import APIRouter, Depends, Security
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from strands_durable.api.auth import bearer, require_token, token_matches
@@ -68,13 +68,3 @@ async def metrics(store: StoreDep, settings: SettingsDep) -> Response:
     """Prometheus metrics: this process's, and the fleet's read from Redis."""
     body = await render_api_metrics(store, heartbeat_s=settings.heartbeat_s)
     return Response(body, media_type=CONTENT_TYPE)
-
-
-@router.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
-async def openapi(request: Request) -> JSONResponse:
-    return JSONResponse(request.app.openapi())
-
-
-@router.get("/docs", include_in_schema=False, dependencies=[Depends(require_token)])
-async def docs(request: Request) -> HTMLResponse:
-    return get_swagger_ui_html(openapi_url="/openapi.json", title=request.app.title)
