@@ -1,10 +1,13 @@
 """A real OTLP/HTTP trace receiver for tests: an HTTP server on a free loopback port that
 decodes each POST to /v1/traces as an `ExportTraceServiceRequest` (opentelemetry-proto)
 and keeps its spans, flattened. Tests wait on it for a condition, never for a time.
+`operator_receiver` makes it the operator's collector; `run_traced` runs a session to
+its end on the test's in-process worker and exports what it queued.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,13 +16,25 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from helpers import wait_for
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.store.store import Store
+from strands_durable.worker.telemetry import TRACING
+
 PATH = "/v1/traces"
+# What a test clears before it sets its own: the operator's OpenTelemetry variables and
+# strands-cli's span bound.
+OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                  "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER",
+                  "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_HEADERS", "STRANDS_MAX_TRACE_SPANS")
 
 
 @dataclass(frozen=True)
@@ -179,3 +194,28 @@ def span_tree(spans: list[Received]) -> str:
 
     walk("", 0)
     return "\n".join(lines)
+
+
+@contextmanager
+def operator_receiver(monkeypatch: Any) -> Iterator[OtlpReceiver]:
+    """A receiver as the operator's OTEL_EXPORTER_OTLP_ENDPOINT (workers started by the
+    test inherit it), every other OpenTelemetry variable cleared."""
+    for name in OTEL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with otlp_receiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        yield receiver
+
+
+async def run_traced(store: Store, data: dict[str, Any]) -> str:
+    """Run the session on the test's in-process worker to completion, then export every
+    span it queued (while the receiver is up)."""
+    sid, _ = await start_session(store, load_spec_data(data))
+
+    async def ended() -> bool:
+        return (await store.get_session(sid)).status != SessionStatus.RUNNING
+
+    await wait_for(ended, timeout_s=60, what="the session to end")
+    assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
+    assert await asyncio.to_thread(TRACING.flush, 30)
+    return sid

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from fleet import Fleet
 from helpers import EXAMPLES, poll_until, wait_for
-from otlp_receiver import OtlpReceiver, otlp_receiver
+from otlp_receiver import OtlpReceiver, operator_receiver
 from recovery import FAST, ended
 
 from strands_durable.models import SessionStatus
@@ -27,17 +27,12 @@ from strands_durable.worker.telemetry.redaction import REDACTED
 pytestmark = pytest.mark.chaos
 
 WORKFLOW = "chain-calculator-tools"
-OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED",
-                  "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "STRANDS_MAX_TRACE_SPANS")
 
 
 @pytest.fixture
 def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
     """The operator's collector: the workers inherit OTEL_EXPORTER_OTLP_ENDPOINT."""
-    for name in OTEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    with otlp_receiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    with operator_receiver(monkeypatch) as receiver:
         yield receiver
 
 

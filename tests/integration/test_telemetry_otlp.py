@@ -22,7 +22,14 @@ import pytest
 import yaml
 from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, poll_until, wait_for
-from otlp_receiver import OtlpReceiver, Received, otlp_receiver
+from otlp_receiver import (
+    OTEL_VARIABLES,
+    OtlpReceiver,
+    Received,
+    operator_receiver,
+    otlp_receiver,
+    run_traced,
+)
 from recovery import FAST
 
 from strands_durable.api.app import create_app
@@ -33,25 +40,18 @@ from strands_durable.settings import DurableSettings, current_telemetry_policy
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.faults import CRASH_EXIT_CODE
-from strands_durable.worker.telemetry import TRACING
 from strands_durable.worker.telemetry.ids import session_span_id
 from strands_durable.worker.telemetry.redaction import REDACTED
 
 pytestmark = pytest.mark.integration
 
 WORKFLOW = "chain-calculator-tools"
-OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                  "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER",
-                  "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_HEADERS")
 
 
 @pytest.fixture
 def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
     """The receiver, as the operator's OTEL_EXPORTER_OTLP_ENDPOINT (workers inherit it)."""
-    for name in OTEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    with otlp_receiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    with operator_receiver(monkeypatch) as receiver:
         yield receiver
 
 
@@ -59,19 +59,6 @@ def calculator(**telemetry: Any) -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{WORKFLOW}.yaml").read_text())
     data["telemetry"] = telemetry or {"otel": {"service_name": "pricing"}}
     return data
-
-
-async def run_traced(store: Store, data: dict[str, Any]) -> str:
-    """Run the session on the in-process worker, then export every span it queued."""
-    sid, _ = await start_session(store, load_spec_data(data))
-
-    async def ended() -> bool:
-        return (await store.get_session(sid)).status != SessionStatus.RUNNING
-
-    await wait_for(ended, timeout_s=60, what="the session to end")
-    assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
-    assert await asyncio.to_thread(TRACING.flush, 30)
-    return sid
 
 
 async def trace_of(receiver: OtlpReceiver, sid: str) -> list[Received]:

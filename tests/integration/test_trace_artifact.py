@@ -8,7 +8,6 @@ redaction demo, run offline with `durable run`, writes its trace file."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -19,24 +18,23 @@ from typing import Any
 import pytest
 import yaml
 from fleet import durable_bin
-from helpers import EXAMPLES, FIXTURES, REPO, wait_for
-from otlp_receiver import OtlpReceiver, otlp_receiver
+from helpers import EXAMPLES, FIXTURES, REPO
+from otlp_receiver import (
+    OTEL_VARIABLES,
+    OtlpReceiver,
+    operator_receiver,
+    otlp_receiver,
+    run_traced,
+)
 
-from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.settings import current_limits
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
-from strands_durable.worker.telemetry import TRACING
 from strands_durable.worker.telemetry.redaction import REDACTED
 
 pytestmark = pytest.mark.integration
 
 WORKFLOW = "chain-calculator-tools"
-OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                  "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER",
-                  "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_HEADERS", "STRANDS_MAX_TRACE_SPANS")
 # strands-cli's TraceCollector: get_trace_data's keys, add_span's span dict.
 TRACE_KEYS = ["trace_id", "spec_name", "pattern", "duration_ms", "span_count",
               "evicted_count", "spans"]
@@ -48,10 +46,7 @@ RESULT_KEYS = {"key", "agent", "response", "input_tokens", "output_tokens", "att
 
 @pytest.fixture
 def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
-    for name in OTEL_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    with otlp_receiver() as receiver:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    with operator_receiver(monkeypatch) as receiver:
         yield receiver
 
 
@@ -61,18 +56,6 @@ def calculator(telemetry: dict[str, Any] | None) -> dict[str, Any]:
         data["telemetry"] = telemetry
     data["outputs"]["artifacts"].append({"path": "trace.json", "from": "{{ TRACE }}"})
     return data
-
-
-async def run(store: Store, data: dict[str, Any]) -> str:
-    sid, _ = await start_session(store, load_spec_data(data))
-
-    async def ended() -> bool:
-        return (await store.get_session(sid)).status != SessionStatus.RUNNING
-
-    await wait_for(ended, timeout_s=60, what="the session to end")
-    assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
-    assert await asyncio.to_thread(TRACING.flush, 30)  # exported while the receiver is up
-    return sid
 
 
 async def trace_artifact(store: Store, sid: str) -> dict[str, Any]:
@@ -115,7 +98,7 @@ def tool_uses(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def test_the_trace_artifact_holds_every_steps_spans_once_redacted(
         receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
-    sid = await run(store, calculator({"otel": {"service_name": "pricing"}}))
+    sid = await run_traced(store, calculator({"otel": {"service_name": "pricing"}}))
     data = await trace_artifact(store, sid)
     spans = data["spans"]
     assert (data["spec_name"], data["pattern"], data["evicted_count"]) == (
@@ -151,7 +134,7 @@ async def test_the_trace_artifact_holds_every_steps_spans_once_redacted(
 
 async def test_tool_outputs_redacted_when_the_spec_says(
         receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
-    sid = await run(store, calculator({"otel": {}, "redact": {"tool_inputs": False,
+    sid = await run_traced(store, calculator({"otel": {}, "redact": {"tool_inputs": False,
                                                               "tool_outputs": True}}))
     spans = (await trace_artifact(store, sid))["spans"]
     (tool,) = [s for s in spans if s["name"] == "execute_tool calculator"]
@@ -163,12 +146,12 @@ async def test_pii_is_masked_in_the_trace_when_redaction_is_written(
         receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
     data = calculator({"otel": {}, "redact": {"tool_inputs": True}})
     data["inputs"]["values"]["plan"] = "team (billing: jane.doe@example.com, 555-123-4567)"
-    sid = await run(store, data)
+    sid = await run_traced(store, data)
     text = json.dumps((await trace_artifact(store, sid))["spans"])
     assert "jane.doe@example.com" not in text and "555-123-4567" not in text
     assert "***REDACTED***" in text
     # Without `telemetry.redact` written, strands-cli masks nothing: neither does this.
-    plain = await run(store, {**data, "telemetry": {"otel": {}}})
+    plain = await run_traced(store, {**data, "telemetry": {"otel": {}}})
     assert "jane.doe@example.com" in json.dumps((await trace_artifact(store, plain))["spans"])
 
 
@@ -176,7 +159,7 @@ async def test_untraced_the_trace_is_empty_and_results_carry_nothing_new(
         monkeypatch: pytest.MonkeyPatch, store: Store, consumer: StepConsumer) -> None:
     for name in OTEL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    sid = await run(store, calculator(None))
+    sid = await run_traced(store, calculator(None))
     assert (await store.artifacts(sid))["trace.json"] == ""
     assert all(set(r) == RESULT_KEYS for r in (await raw_results(store, sid)).values())
 
@@ -185,14 +168,14 @@ async def test_the_operators_endpoint_alone_keeps_no_trace_artifact(
         receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
     """Exported (the fleet traces everything), but the spec has no telemetry.otel: as in
     strands-cli, TRACE is "" and the steps store nothing more."""
-    sid = await run(store, calculator(None))
+    sid = await run_traced(store, calculator(None))
     assert (await store.artifacts(sid))["trace.json"] == ""
     assert all(set(r) == RESULT_KEYS for r in (await raw_results(store, sid)).values())
 
 
 async def test_a_session_sampled_out_renders_no_spans(
         receiver: OtlpReceiver, store: Store, consumer: StepConsumer) -> None:
-    sid = await run(store, calculator({"otel": {"sample_ratio": 0.0}}))
+    sid = await run_traced(store, calculator({"otel": {"sample_ratio": 0.0}}))
     data = await trace_artifact(store, sid)
     assert (data["span_count"], data["spans"], data["evicted_count"]) == (0, [], 0)
     assert all(set(r) == RESULT_KEYS for r in (await raw_results(store, sid)).values())
@@ -203,11 +186,11 @@ async def test_the_trace_is_cut_oldest_first_to_fit_the_artifact_limit(
         consumer: StepConsumer) -> None:
     """The spans of one step:0 run are larger than the limit: the artifact keeps the
     newest spans that fit, counts the rest as evicted, and the session completes."""
-    full = await trace_artifact(store, await run(store, calculator({"otel": {}})))
+    full = await trace_artifact(store, await run_traced(store, calculator({"otel": {}})))
     monkeypatch.setenv("DURABLE_MAX_ARTIFACT_BYTES", "16384")
     current_limits.cache_clear()
     try:
-        sid = await run(store, calculator({"otel": {}}))
+        sid = await run_traced(store, calculator({"otel": {}}))
         text = (await store.artifacts(sid))["trace.json"]
     finally:
         monkeypatch.delenv("DURABLE_MAX_ARTIFACT_BYTES")
@@ -224,7 +207,7 @@ async def test_strands_cli_spans_limit_evicts_the_oldest(
         receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch, store: Store,
         consumer: StepConsumer) -> None:
     monkeypatch.setenv("STRANDS_MAX_TRACE_SPANS", "4")
-    sid = await run(store, calculator({"otel": {}}))
+    sid = await run_traced(store, calculator({"otel": {}}))
     data = await trace_artifact(store, sid)
     assert data["span_count"] == 4
     assert names(data["spans"])[-1] == "step step:2"
