@@ -26,6 +26,13 @@ if ! command -v promtool >/dev/null 2>&1; then
   apt_install prometheus || echo "could not install prometheus" >&2
 fi
 
+# Debian's chromium for the console's browser tests (tests/browser, Playwright drives it;
+# Playwright's own browser download is not used). They skip, saying why, only if apt cannot.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  echo "chromium not found: installing Debian's chromium" >&2
+  apt_install chromium || echo "could not install chromium" >&2
+fi
+
 bash install.sh --dev
 venv="${VIRTUAL_ENV:-${DURABLE_VENV:-.venv}}"
 export PATH="$(cd "$venv" && pwd)/bin:$PATH"

@@ -9,7 +9,6 @@ import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,32 +18,17 @@ from helpers import RedisServer, random_prefix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from apihelp import make_app, uvicorn_server
-from consolehelp import TOKEN
+from consolehelp import TOKEN, Console
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
-from strands_durable.store.store import Store
-from strands_durable.worker.consumer import StepConsumer
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 # Debian's chromium (tests/run.sh installs it): Playwright's own download is not reachable.
 # A loaded 2-core CI machine can be slow: expectations wait up to 30 s for their condition.
 expect.set_options(timeout=30_000)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@dataclass
-class Console:
-    url: str
-    store: Store
-    api: httpx.AsyncClient  # the JSON API, with the bearer token
-    settings: DurableSettings
-    consumer: StepConsumer | None = None
-
-    async def start_worker(self) -> None:
-        self.consumer = StepConsumer(self.settings, self.store)
-        await self.consumer.start()
 
 
 @pytest.fixture

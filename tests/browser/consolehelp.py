@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import httpx
 from playwright.async_api import Page
 
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
+
 TOKEN = "console-t0ken"
+
+
+@dataclass
+class Console:
+    url: str
+    store: Store
+    api: httpx.AsyncClient  # the JSON API, with the bearer token
+    settings: DurableSettings
+    consumer: StepConsumer | None = None
+
+    async def start_worker(self) -> None:
+        self.consumer = StepConsumer(self.settings, self.store)
+        await self.consumer.start()
 
 
 async def sign_in(page: Page, url: str, next_path: str = "/ui") -> None:

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Console
-from consolehelp import TOKEN, sign_in
+from consolehelp import TOKEN, Console, sign_in
 from helpers import StepBreakpoints, wait_for
 from playwright.async_api import Page, expect
 

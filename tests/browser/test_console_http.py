@@ -1,0 +1,167 @@
+"""The console and the offline docs over HTTP (the ASGI app, a real redis-server): the
+sign-in cookie, CSRF, hostile ids and fields, open redirects, and /docs and /redoc
+loading nothing from another host. No browser needed here."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from consolehelp import TOKEN
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from apihelp import asgi_client, make_app, submit, wait_status
+from fastapi import FastAPI
+
+from strands_durable.api.console import auth
+from strands_durable.settings import DurableSettings
+from strands_durable.worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+HOSTILE = """
+version: 0
+name: "<script>alert('wf')</script>"
+runtime: {provider: scripted}
+agents:
+  "<b>agent</b>": {prompt: "You echo."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: "<b>agent</b>", input: "<img src=x onerror=alert(1)>"}
+"""
+
+
+@pytest.fixture
+def app(settings: DurableSettings) -> FastAPI:
+    return make_app(settings, api_token=TOKEN)
+
+
+@pytest.fixture
+async def browser(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """A client that behaves like a signed-in browser (the cookie, Accept: text/html)."""
+    async with asgi_client(app) as c:
+        c.headers["accept"] = "text/html"
+        r = await c.post("/ui/login", data={"token": TOKEN, "next": "/ui"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui"
+        yield c
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+async def test_sign_in_sets_a_strict_http_only_cookie_without_the_token(app: FastAPI) -> None:
+    async with asgi_client(app) as c:
+        r = await c.get("/ui", headers={"accept": "text/html"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=/ui"
+        r = await c.post("/ui/login", data={"token": "nope", "next": "/ui"})
+        assert r.status_code == 401 and "not the server" in r.text
+        r = await c.post("/ui/login", data={"token": TOKEN, "next": "/ui"})
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and TOKEN not in cookie
+        assert (await c.get("/ui")).status_code == 200
+
+
+@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/",
+                                    "/ui\r\nSet-Cookie: x=1", "/v1/sessions", "javascript:1"])
+def test_sign_in_never_redirects_off_the_console(target: str) -> None:
+    assert auth.safe_next(target) == "/ui"
+
+
+def test_a_forged_or_expired_cookie_is_refused() -> None:
+    good = auth.issue("k", now=1000.0)
+    assert auth.verify("k", good, now=1000.0).csrf
+    nonce, expiry, mac = good.split(".")
+    for bad in (f"{nonce}.{int(expiry) + 1}.{mac}", f"x{nonce}.{expiry}.{mac}", good + "0",
+                "", "a.b", "a" * 500):
+        with pytest.raises(auth.SignInRequired):
+            auth.verify("k", bad, now=1000.0)
+    with pytest.raises(auth.SignInRequired):
+        auth.verify("other token", good, now=1000.0)
+    with pytest.raises(auth.SignInRequired):
+        auth.verify("k", good, now=1000.0 + auth.LIFETIME_S + 1)
+
+
+async def completed(app: FastAPI, spec: str) -> str:
+    """A session submitted through the API (with the bearer token), run to its end."""
+    async with asgi_client(app, token=TOKEN) as api:
+        sid = await submit(api, spec)
+        await wait_status(api, sid, "completed")
+    return sid
+
+
+async def test_forms_need_this_browsers_csrf_token(app: FastAPI, browser: httpx.AsyncClient,
+                                                   consumer: StepConsumer) -> None:
+    sid = await completed(app, HOSTILE)
+    html = (await browser.get(f"/ui/sessions/{sid}")).text
+    for form in ({"reason": "x"}, {"csrf": "0" * 64}):
+        r = await browser.post(f"/ui/sessions/{sid}/cancel", data=form)
+        assert r.status_code == 403 and "csrf_failed" in r.text
+    r = await browser.post(f"/ui/sessions/{sid}/cancel", data={"csrf": csrf_of(html)})
+    assert r.status_code == 409 and "invalid_transition" in r.text  # completed: refused
+
+
+async def test_hostile_fields_are_escaped(app: FastAPI, browser: httpx.AsyncClient,
+                                          consumer: StepConsumer) -> None:
+    sid = await completed(app, HOSTILE)
+    for path in (f"/ui/sessions/{sid}", f"/ui/sessions/{sid}/live", "/ui"):
+        html = (await browser.get(path)).text
+        assert "<script>alert" not in html and "<img src=x" not in html, path
+        assert "&lt;b&gt;agent&lt;/b&gt;" in html or path == "/ui", path
+    assert "&lt;script&gt;alert(&#39;wf&#39;)&lt;/script&gt;" in (await browser.get("/ui")).text
+
+
+@pytest.mark.parametrize("path", ["/ui/sessions/not-a-uuid", "/ui/sessions/%3Cscript%3E",
+                                  "/ui/sessions/00000000-0000-4000-8000-000000000000",
+                                  "/ui/sessions/00000000-0000-4000-8000-000000000000/live"])
+async def test_unknown_or_bad_session_ids_are_a_clear_404_page(browser: httpx.AsyncClient,
+                                                               path: str) -> None:
+    r = await browser.get(path)
+    assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
+    assert "<script>" not in r.text and ("session" in r.text)
+
+
+async def test_bad_filters_and_forms_say_what_is_wrong(browser: httpx.AsyncClient) -> None:
+    r = await browser.get("/ui", params={"status": "<x>"})
+    assert r.status_code == 422 and "status: &#39;&lt;x&gt;&#39; is not one of" in r.text
+    r = await browser.get("/ui", params={"after": "yesterday"})
+    assert r.status_code == 422 and "updated after" in r.text
+    r = await browser.get("/ui", params={"cursor": "!!"})
+    assert r.status_code == 422 and "invalid_cursor" in r.text
+    csrf = csrf_of((await browser.get("/ui")).text)
+    sid = "00000000-0000-4000-8000-000000000000"
+    r = await browser.post(f"/ui/sessions/{sid}/fork",
+                           data={"csrf": csrf, "checkpoint": "x"})
+    assert r.status_code == 422 and "checkpoint" in r.text
+    r = await browser.post(f"/ui/sessions/{sid}/fork",
+                           data={"csrf": csrf, "checkpoint": "1", "max_steps": "-3"})
+    assert r.status_code == 422 and "budgets.max_steps" in r.text
+    r = await browser.post(f"/ui/sessions/{sid}/pause", content=b"{}",
+                           headers={"content-type": "application/json"})
+    assert r.status_code == 415
+
+
+async def test_docs_and_redoc_are_offline_and_take_the_cookie(app: FastAPI,
+                                                              browser: httpx.AsyncClient
+                                                              ) -> None:
+    for path in ("/docs", "/redoc"):
+        html = (await browser.get(path)).text
+        assert "/docs-assets/" in html and "cdn" not in html.lower(), path
+        assert not re.search(r"""(src|href)=["']?https?://""", html), path
+    assert (await browser.get("/openapi.json")).json()["info"]["title"] == "strands-durable"
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "redoc.standalone.js"):
+        r = await browser.get(f"/docs-assets/{asset}")
+        assert r.status_code == 200 and len(r.content) > 100_000, asset
+    async with asgi_client(app) as anonymous:
+        r = await anonymous.get("/docs", headers={"accept": "text/html"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=/docs"
+        assert (await anonymous.get("/redoc")).status_code == 401
+        assert (await anonymous.get("/openapi.json")).status_code == 401
