@@ -57,8 +57,9 @@ def embedded_settings(ephemeral: bool = False) -> DurableSettings:
 
 
 async def follow(store: Store, session_id: str, on_step: Callable[[StepResult], None],
-                 poll_s: float = POLL_S) -> SessionRecord:
-    """Report each committed step until the session stops running."""
+                 poll_s: float = POLL_S, stop: asyncio.Event | None = None) -> SessionRecord:
+    """Report each committed step until the session stops running, or `stop` is set
+    (checked between polls: cancelling a Redis call midway is not always clean)."""
     seen = 0
     while True:
         record = await store.get_session(session_id)
@@ -67,6 +68,8 @@ async def follow(store: Store, session_id: str, on_step: Callable[[StepResult], 
             on_step(result)
         seen += len(fresh)
         if record.status != SessionStatus.RUNNING and record.steps_committed <= seen:
+            return record
+        if stop is not None and stop.is_set():
             return record
         await asyncio.sleep(poll_s)
 
@@ -104,7 +107,8 @@ async def run_here(settings: DurableSettings, begin: Callable[[Store], Awaitable
             if resuming is not None and is_local(settings):
                 await consumer.take_over()  # no fleet: the runner we replace is dead
             record, interrupted = await interruptible(
-                store, session_id, consumer, lambda report: follow(store, session_id, report),
+                store, session_id, consumer,
+                lambda report, stop: follow(store, session_id, report, stop=stop),
                 on_step, interrupts)
             results = await store.results(session_id)
             return RunOutcome(session_id, record, final_response(record, results),

@@ -124,10 +124,12 @@ async def keep_lock(lock: RunnerLock) -> None:
             log.warning("runner lock: Redis unavailable (%s)", exc)
 
 
-async def interruptible(store: Store, session_id: str, consumer: SessionConsumer,
-                        follow: Callable[[Callable[[StepResult], None]], Awaitable[SessionRecord]],
-                        on_step: Callable[[StepResult], None],
-                        interrupts: Interrupts | None) -> tuple[SessionRecord, bool]:
+async def interruptible(
+        store: Store, session_id: str, consumer: SessionConsumer,
+        follow: Callable[[Callable[[StepResult], None], asyncio.Event | None],
+                         Awaitable[SessionRecord]],
+        on_step: Callable[[StepResult], None],
+        interrupts: Interrupts | None) -> tuple[SessionRecord, bool]:
     """Follow the session to its end, or to the first Ctrl-C: then pause it, let the
     running steps commit, report them, and say it was interrupted."""
     seen = 0
@@ -137,21 +139,13 @@ async def interruptible(store: Store, session_id: str, consumer: SessionConsumer
         seen += 1
         on_step(result)
 
-    if interrupts is None:
-        return await follow(counted), False
-    following = asyncio.ensure_future(follow(counted))
-    stop = asyncio.ensure_future(interrupts.first.wait())
+    record = await follow(counted, interrupts.first if interrupts else None)
+    if interrupts is None or record.status != SessionStatus.RUNNING:
+        return record, False  # it ended (even if Ctrl-C came as it did)
     try:
-        await asyncio.wait({following, stop}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop.cancel()
-    if following.done():
-        return following.result(), False
-    following.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await following
-    with contextlib.suppress(DurableError):  # it ended meanwhile: nothing to pause
         await pause(store, session_id, reason=INTERRUPTED)
+    except DurableError as exc:  # it ended meanwhile, say: nothing to pause
+        log.warning("session %s not paused: %s", session_id, exc)
     await consumer.stop(grace_s=DRAIN_S)
     for result in await store.results(session_id, seen):
         counted(result)

@@ -69,6 +69,17 @@ def redis_servers(home: LocalHome) -> list[int]:
     return pids
 
 
+def wait_paused(home: LocalHome, sid: str, proc: subprocess.Popen[str]) -> None:
+    """Wait until the session is paused; if it never is, fail with the run's output."""
+    try:
+        wait_for_sync(lambda: record_status(home, sid) == "paused", timeout_s=60,
+                      what="the session to pause")
+    except AssertionError as exc:
+        proc.kill()
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"{exc}\nstdout:\n{out}\nstderr:\n{err}") from None
+
+
 def held_run(home: LocalHome, points: StepBreakpoints, step: str,
              *args: str) -> tuple[subprocess.Popen[str], str]:
     """`durable run CHAIN` stopped with `step` in flight; the process and the session."""
@@ -250,8 +261,7 @@ def test_ctrl_c_stops_at_the_next_step_boundary(local_home: LocalHome,
     proc, sid = held_run(local_home, points, "step:1")
     try:
         proc.send_signal(signal.SIGINT)
-        wait_for_sync(lambda: record_status(local_home, sid) == "paused", timeout_s=30,
-                      what="the session to pause")
+        wait_paused(local_home, sid, proc)
     finally:
         points.clear(WORKFLOW, "step:1")  # the running step goes on and commits
         out, err = proc.communicate(timeout=60)
@@ -275,8 +285,7 @@ def test_second_ctrl_c_stops_at_once(local_home: LocalHome, tmp_path: Path) -> N
     proc, sid = held_run(local_home, points, "step:1")
     try:
         proc.send_signal(signal.SIGINT)
-        wait_for_sync(lambda: record_status(local_home, sid) == "paused", timeout_s=30,
-                      what="the session to pause")
+        wait_paused(local_home, sid, proc)
         proc.send_signal(signal.SIGINT)  # the step is still held at its breakpoint
         out, err = proc.communicate(timeout=60)
     finally:
