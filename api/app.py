@@ -16,7 +16,7 @@ from strands_durable.api import errors, routes_control, routes_ops, routes_sessi
 from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
 from strands_durable.api.limits import BodyLimit
-from strands_durable.api.schemas import error_responses
+from strands_durable.api.schemas import error_responses, operation_id
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.outage import REDIS_DOWN
@@ -44,7 +44,8 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
         await store.close()
 
     app = FastAPI(title="strands-durable", version="0.1.0", description=DESCRIPTION,
-                  lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+                  lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  generate_unique_id_function=operation_id)
     app.state.settings = settings
     app.state.store = store
     app.state.prepared = False

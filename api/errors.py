@@ -24,6 +24,28 @@ from strands_durable.store.outage import REDIS_DOWN
 
 log = logging.getLogger("durable.api")
 
+# Every `error.code` the API may answer (the OpenAPI schema's enum): the domain errors'
+# codes (core/errors.py and their subclasses; tests/api/test_openapi_polish.py checks
+# that none is missing) and those of the HTTP edge itself.
+ERROR_CODES: tuple[str, ...] = (
+    # the HTTP edge
+    "unauthorized", "invalid_request", "invalid_cursor", "method_not_allowed",
+    "http_error", "payload_too_large", "artifact_not_found", "redis_unavailable",
+    "internal_error",
+    # the domain errors, by kind: invalid input (422)
+    "invalid_input", "invalid_id", "invalid_spec", "template_error", "invalid_artifact_path",
+    # not found (404)
+    "not_found", "session_not_found", "checkpoint_not_found",
+    # conflict (409)
+    "conflict", "invalid_transition", "idempotency_key_reused", "nothing_to_resume",
+    "nothing_to_requeue", "fork_refused", "session_busy", "session_running", "lock_lost",
+    "lease_lost",
+    # unavailable (503)
+    "unavailable", "misconfigured", "local_store_unavailable",
+    # a step's own failures (recorded on the session; listed for completeness)
+    "step_failed", "provider_error",
+)
+
 
 class ApiError(Exception):
     """An error with its HTTP status, raised by routes and dependencies."""

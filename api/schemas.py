@@ -7,8 +7,10 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import Header, Path
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from strands_durable.api.errors import ERROR_CODES
 from strands_durable.errors import InvalidId
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.checkpoints import Checkpoint
@@ -103,6 +105,10 @@ class BudgetSets(Strict):
 
 
 class ResumeRequest(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"budgets": {"max_tokens": 20000}},
+        {"from_checkpoint": 1, "variables": {"topic": "kelp"}}]})
+
     variables: dict[str, Any] = Field(
         default_factory=dict, description="Variables to override from here on.")
     budgets: BudgetSets = Field(default_factory=BudgetSets)
@@ -124,11 +130,17 @@ class ResumeRequest(Strict):
 
 
 class SignalRequest(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"response": "approved"}]})
+
     response: str = Field(max_length=65_536,
                           description="The human's answer to the step the session waits for.")
 
 
 class RequeueRequest(Strict):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
+        "examples": [{"step": "step:2", "dry_run": True}, {"dead": True}]})
+
     step: StepKey | None = Field(default=None, min_length=1, max_length=256,
                              description="Only this step (a failed or dead-lettered one).")
     dead: bool = Field(default=False, description="Only dead-lettered steps.")
@@ -136,13 +148,24 @@ class RequeueRequest(Strict):
 
 
 # -- responses -----------------------------------------------------------------------
+SESSION_EXAMPLE = "0b159fac-0487-470b-baf4-40d28dd52a70"
+
+
 class ErrorInfo(BaseModel):
-    code: str
+    code: str = Field(description="What went wrong, for programs (the message says it for "
+                      "people).", json_schema_extra={"enum": list(ERROR_CODES)})
     message: str
     details: Any = None
 
 
+ERROR_EXAMPLE: dict[str, Any] = {"error": {"code": "session_not_found",
+                           "message": f"no session {SESSION_EXAMPLE}",
+                           "details": {"session_id": SESSION_EXAMPLE}}}
+
+
 class ErrorResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [ERROR_EXAMPLE]})
+
     error: ErrorInfo
 
 
@@ -153,6 +176,9 @@ class SessionPage(BaseModel):
 
 
 class SubmitResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"session_id": SESSION_EXAMPLE, "status": "running", "created": True}]})
+
     session_id: str
     status: SessionStatus
     created: bool = Field(description="False when the Idempotency-Key named an earlier "
@@ -190,12 +216,19 @@ class ArtifactList(BaseModel):
 
 
 class ActionResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"session_id": SESSION_EXAMPLE, "status": "paused", "notes": []}]})
+
     session_id: str
     status: str
     notes: list[str] = Field(default_factory=list)
 
 
 class ForkResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"session_id": "5d0c1f7e-2b8e-4c8a-9f0e-1a2b3c4d5e6f", "forked_from": SESSION_EXAMPLE,
+         "checkpoint": 1, "status": "running"}]})
+
     session_id: str = Field(description="The new session.")
     forked_from: str
     checkpoint: int
@@ -270,3 +303,21 @@ def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, 
     return {code: {"model": ErrorResponse,
                    "description": described.get(f"e{code}", ERROR_DESCRIPTIONS[code])}
             for code in codes}
+
+
+# Stable operation ids (clients generated from the schema keep their method names when
+# a route's path or function changes): one per route function, by its name.
+OPERATION_IDS = {
+    "submit": "submitSession", "list_sessions": "listSessions", "get_session": "getSession",
+    "events": "listSessionEvents", "artifacts": "listArtifacts", "artifact": "getArtifact",
+    "delete": "deleteSession", "pause": "pauseSession", "cancel": "cancelSession",
+    "resume": "resumeSession", "signal": "signalSession", "checkpoints": "listCheckpoints",
+    "checkpoint": "getCheckpoint", "requeue": "requeueSession", "healthz": "getHealth",
+    "metrics": "getMetrics",
+}
+
+
+def operation_id(route: APIRoute) -> str:
+    """The route's stable id; a route missing from the table keeps its function's name
+    (tests/api/test_openapi_polish.py asks for every one to be listed)."""
+    return OPERATION_IDS.get(route.name, route.name)
