@@ -17,10 +17,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from helpers import send_chunked
+from helpers import send_chunked, send_json, serve_http
 
 PROMPT_TOKENS, CANDIDATE_TOKENS = 17, 6
 # Google's status names for the HTTP codes the fake can answer with.
@@ -133,12 +133,7 @@ def _handler(state: FakeGemini) -> type[BaseHTTPRequestHandler]:
                                         "status": status}})
 
         def _json(self, code: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, code, payload)
 
     return Handler
 
@@ -146,14 +141,6 @@ def _handler(state: FakeGemini) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def fake_gemini() -> Iterator[FakeGemini]:
     state = FakeGemini()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serve_http(_handler(state), release=state.released) as port:
+        state.port = port
         yield state
-    finally:
-        state.released.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,3 +135,32 @@ def send_chunked(handler: BaseHTTPRequestHandler, content_type: str,
         handler.wfile.flush()
     handler.wfile.write(b"0\r\n\r\n")
     handler.wfile.flush()
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: Any) -> None:
+    """Answer `status` with `payload` as a JSON body of a known length."""
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+@contextmanager
+def serve_http(handler: type[BaseHTTPRequestHandler],
+               release: threading.Event | None = None) -> Iterator[int]:
+    """A threading HTTP server for `handler` on a free loopback port (its port is
+    yielded), shut down afterwards; `release` is set first, so a handler held on it
+    (a hanging fake) lets go before the shutdown waits for it."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        if release is not None:
+            release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

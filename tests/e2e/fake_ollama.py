@@ -10,10 +10,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from helpers import send_chunked
+from helpers import send_chunked, send_json, serve_http
 
 
 @dataclass
@@ -67,12 +67,7 @@ def _handler(state: FakeOllama) -> type[BaseHTTPRequestHandler]:
                          (json.dumps(line) + "\n" for line in lines))
 
         def _json(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, payload)
 
     return Handler
 
@@ -80,13 +75,6 @@ def _handler(state: FakeOllama) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def fake_ollama() -> Iterator[FakeOllama]:
     state = FakeOllama()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serve_http(_handler(state)) as port:
+        state.port = port
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
