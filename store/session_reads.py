@@ -11,7 +11,7 @@ from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str, as_str_map
-from strands_durable.store.conversation import restore
+from strands_durable.store.conversation import PAGE, restore
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
 
 
@@ -61,9 +61,18 @@ class SessionReads(StoreBase):
         """The lane's conversation to restore (store/conversation.py): the whole of it
         since its latest compaction, at most `window` newest messages (0: no ceiling)."""
         key = self.keys.conversation(session_id, lane)
-        length = int(await self.redis.llen(key))
+        # The length and the newest page in one round trip (one transaction, so they
+        # agree); `restore` reads further back only past a page without a compaction.
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.llen(key)
+            pipe.lrange(key, -PAGE, -1)
+            length, newest = await pipe.execute()
+        length = int(length)
+        first = (max(0, length - PAGE), length - 1)
 
         async def read(start: int, stop: int) -> list[bytes | str]:
+            if (start, stop) == first:
+                return list(newest)
             return list(await self.redis.lrange(key, start, stop))
 
         return await restore(length, read, window)

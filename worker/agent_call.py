@@ -29,6 +29,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from strands_durable.worker import lean_tracer
 from strands_durable.worker.providers.transient import is_transient
 
 logger = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ async def _within(timeout_s: float | None, work: Callable[[], Awaitable[T]]) -> 
 
 async def _call_once(model: Model, system_prompt: str | None, history: list[dict[str, Any]],
                      prompt: str, tools: list[AgentTool]) -> AgentReply:
+    lean_tracer.install()  # no JSON of the conversation for spans that record nothing
     agent = Agent(
         model=model,
         system_prompt=system_prompt,

@@ -54,32 +54,58 @@ T = TypeVar("T")
 
 @dataclass
 class SessionCache:
-    """Committed results of one session, in commit order (they never change)."""
+    """Committed results of one session, in commit order (they never change). A plain
+    dict keeps that order and copies in one C call (a planning snapshot per step)."""
 
-    results: OrderedDict[str, StepResult] = field(default_factory=OrderedDict)
+    results: dict[str, StepResult] = field(default_factory=dict)
     count: int = 0  # entries of the session's order list already seen
+    tally: Tally | None = None  # the ResultsCache's count of results it holds
+
+
+@dataclass
+class Tally:
+    held: int = 0
 
 
 class ResultsCache:
-    def __init__(self, max_sessions: int = 512) -> None:
+    """The sessions this worker ran steps of lately, least recently used evicted first,
+    bounded by the results held rather than by sessions: a worker serving thousands of
+    short sessions keeps them all, so a gate reads only what is new whatever the session
+    count, while a few very long sessions cannot hold unbounded memory."""
+
+    def __init__(self, max_results: int = 200_000, max_sessions: int = 20_000) -> None:
         self._sessions: OrderedDict[str, SessionCache] = OrderedDict()
-        self._max = max_sessions
+        self._max_results = max_results
+        self._max_sessions = max_sessions
+        self.tally = Tally()  # results held, all sessions together
 
     def get(self, session_id: str) -> SessionCache:
-        cache = self._sessions.pop(session_id, None) or SessionCache()
-        self._sessions[session_id] = cache
-        while len(self._sessions) > self._max:
-            self._sessions.popitem(last=False)
+        cache = self._sessions.get(session_id)
+        if cache is None:
+            cache = self._sessions[session_id] = SessionCache(tally=self.tally)
+        self._sessions.move_to_end(session_id)
+        self._evict()
         return cache
+
+    def _evict(self) -> None:
+        # Never the session just asked for (the last one): it is about to run.
+        while len(self._sessions) > 1 and (len(self._sessions) > self._max_sessions
+                                           or self.tally.held > self._max_results):
+            _, evicted = self._sessions.popitem(last=False)
+            evicted.tally = None  # one evicted while its step runs no longer counts
+            self.tally.held -= len(evicted.results)
 
     @staticmethod
     def extend(cache: SessionCache, start: int, new: list[StepResult]) -> None:
         """Results read from the session's commit-order list at position `start`. Reads
         overlap when steps of one session run side by side on this worker: the count is
         the furthest position read, never a sum (a sum would skip later commits)."""
+        before = len(cache.results)
         for result in new[max(cache.count - start, 0):]:
             cache.results[result.key] = result
         cache.count = max(cache.count, start + len(new))
+        if cache.tally is not None:
+            cache.tally.held += len(cache.results) - before
 
 
 class StepRunner:
@@ -225,7 +251,7 @@ class StepRunner:
         sid = job.session_id
         for _ in range(MAX_REPLANS):
             # A copy: the loop may extend the cache while the thread plans.
-            snapshot = Snapshot(spec=spec, fields=fields, results=OrderedDict(cache.results),
+            snapshot = Snapshot(spec=spec, fields=fields, results=dict(cache.results),
                                 session_id=sid)
             try:
                 request = await self._plan_with_lease(shard, entry_id, functools.partial(

@@ -7,6 +7,8 @@ Templates see each step record with strands-cli's `tokens_estimated` too.
 
 from __future__ import annotations
 
+import bisect
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -97,11 +99,28 @@ def _context(ctx: PlanContext, steps: StepHistory, step_vars: Mapping[str, Any]
     context = {**ctx.variables, "steps": steps,
                "last_response": steps[-1]["response"] if steps else "", **step_vars}
     # strands-cli: the latest human answer is also `hitl_response`.
-    human = [i for i, step in enumerate(_config(ctx).steps[: len(steps)])
-             if not isinstance(step, AgentStep)]
-    if human:
-        context["hitl_response"] = steps[human[-1]]["response"]
+    human = _human_steps(_config(ctx))
+    latest = bisect.bisect_left(human, len(steps)) - 1
+    if latest >= 0:
+        context["hitl_response"] = steps[human[latest]]["response"]
     return context
+
+
+# id(config) -> (the config, weakly, its human steps); an entry goes with its config.
+_HUMAN: dict[int, tuple[weakref.ref[ChainConfig], tuple[int, ...]]] = {}
+
+
+def _human_steps(config: ChainConfig) -> tuple[int, ...]:
+    """Indexes of the chain's human steps, in order: found once per config, not per
+    step (a scan of the steps before each one made planning O(steps) per step). Not a
+    private attribute: pydantic compares those, and two equal specs must stay equal."""
+    key = id(config)
+    entry = _HUMAN.get(key)
+    if entry is not None and entry[0]() is config:
+        return entry[1]
+    found = tuple(i for i, step in enumerate(config.steps) if not isinstance(step, AgentStep))
+    _HUMAN[key] = (weakref.ref(config, lambda _: _HUMAN.pop(key, None)), found)
+    return found
 
 
 def _job(ctx: PlanContext, index: int, steps: StepHistory) -> StepJob:

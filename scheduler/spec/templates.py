@@ -32,7 +32,7 @@ from strands_durable.scheduler.spec import render_guard
 from strands_durable.scheduler.spec.render_guard import RenderLimitExceeded, rendering
 from strands_durable.scheduler.spec.sandbox import DurableSandbox
 from strands_durable.scheduler.spec.template_filters import GLOBALS
-from strands_durable.settings import Limits
+from strands_durable.settings import Limits, current_limits
 
 __all__ = [
     "ENV",
@@ -108,6 +108,8 @@ def render(template: str, context: Mapping[str, Any], where: str,
     """Render `template` with `context`; any failure is a TemplateError naming `where`,
     over a limit too (the message names the limit's DURABLE_* variable). `max_chars`
     replaces DURABLE_MAX_RENDER_CHARS as the budget (artifacts have their own)."""
+    if _is_literal(template, limits, max_chars):
+        return _clean(template)
     compiled = _compiled(template, where)
     try:
         with rendering(limits, max_chars, max_chars_name):
@@ -115,6 +117,16 @@ def render(template: str, context: Mapping[str, Any], where: str,
     except Exception as error:  # the template author's fault whatever the type
         raise TemplateError(where, _render_problem(error)) from error
     return _clean(rendered)
+
+
+def _is_literal(template: str, limits: Limits | None, max_chars: int | None) -> bool:
+    """Text with no template syntax renders as itself: no `{` (every Jinja delimiter
+    opens with one), no `\r` and no trailing newline (Jinja rewrites both), within the
+    character budget. Such text skips the compile (a long chain's inputs are all
+    distinct: one compile per step) and the render."""
+    budget = max_chars if max_chars is not None else (limits or current_limits()).max_render_chars
+    return not ("{" in template or "\r" in template or template.endswith("\n")
+                or len(template) > budget)
 
 
 def condition_source(expr: str) -> str:

@@ -57,6 +57,24 @@ local function set_status(meta, sid, status, now_ms)
   redis.call('ZADD', idx.all, now_ms, sid)
 end
 
+-- The same for a script that knows the session's status `old` (read once, tracked
+-- since): no HGET. Returns the new status.
+local function set_status_from(meta, sid, old, status, now_ms)
+  local idx = index_keys()
+  if old and old ~= status then redis.call('ZREM', idx[old], sid) end
+  redis.call('HSET', meta, 'status', status)
+  redis.call('ZADD', idx[status], now_ms, sid)
+  redis.call('ZADD', idx.all, now_ms, sid)
+  return status
+end
+
+-- `touch`'s index part, for a script that knows the status and sets updated_at itself.
+local function touch_indexes(sid, status, now_ms)
+  local idx = index_keys()
+  redis.call('ZADD', idx.all, now_ms, sid)
+  if status then redis.call('ZADD', idx[status], now_ms, sid) end
+end
+
 local function touch(meta, sid, now_iso, now_ms)
   local idx = index_keys()
   local status = redis.call('HGET', meta, 'status')

@@ -18,7 +18,9 @@ local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3],
 local sid, step = ARGV[1], ARGV[2]
 local carried = entry ~= ''
 if carried and not owns(stream, group, entry, consumer) then return {'stale'} end
-local status = redis.call('HGET', meta, 'status')
+-- `status` is tracked from here on: every change below is this script's own.
+local read = redis.call('HMGET', meta, 'status', 'version')
+local status, version = read[1], read[2]
 if not status then
   if carried then ack(stream, group, entry) end
   return {'gone'}
@@ -27,23 +29,27 @@ if redis.call('HEXISTS', KEYS[2], step) == 1 then
   if carried then ack(stream, group, entry) end
   return {'duplicate'}
 end
-local version = redis.call('HGET', meta, 'version')
 if version ~= ARGV[6] then return {'conflict', version} end
 
 redis.call('HSET', KEYS[2], step, ARGV[7])
 redis.call('RPUSH', KEYS[3], step)
-redis.call('HINCRBY', meta, 'tokens_in', tonumber(ARGV[11]))
-redis.call('HINCRBY', meta, 'tokens_out', tonumber(ARGV[12]))
-redis.call('HINCRBY', meta, 'tok:' .. ARGV[13], tonumber(ARGV[11]) + tonumber(ARGV[12]))
+-- A step that used no tokens (a HITL answer, a no-op) leaves its counters as they are.
+local tokens_in, tokens_out = tonumber(ARGV[11]), tonumber(ARGV[12])
+if tokens_in ~= 0 then redis.call('HINCRBY', meta, 'tokens_in', tokens_in) end
+if tokens_out ~= 0 then redis.call('HINCRBY', meta, 'tokens_out', tokens_out) end
+if tokens_in + tokens_out ~= 0 then
+  redis.call('HINCRBY', meta, 'tok:' .. ARGV[13], tokens_in + tokens_out)
+end
 redis.call('HINCRBY', meta, 'steps', 1)
 -- The journal of the step's turns served the run that commits now: drop it.
 if redis.call('SREM', KEYS[13], step) == 1 then redis.call('DEL', KEYS[12]) end
 
 local mode = ARGV[16]
+local lane_len = nil
 if mode ~= 'none' then
   if mode == 'replace' then redis.call('DEL', KEYS[6]) end
   local msgs = cjson.decode(ARGV[17])
-  if #msgs > 0 then redis.call('RPUSH', KEYS[6], unpack(msgs)) end
+  if #msgs > 0 then lane_len = redis.call('RPUSH', KEYS[6], unpack(msgs)) end
   redis.call('SADD', KEYS[7], ARGV[18])
 end
 
@@ -65,8 +71,7 @@ if ARGV[26] == '1' and status == 'paused' and decided ~= 'paused' then
     redis.call('HINCRBY', meta, 'started_ms', tonumber(ARGV[15]) - paused_at)
     redis.call('HDEL', meta, 'paused_at_ms')
   end
-  set_status(meta, sid, 'running', tonumber(ARGV[15]))
-  status = 'running'
+  status = set_status_from(meta, sid, status, 'running', tonumber(ARGV[15]))
 end
 if status == 'failed' then
   -- A sibling step failed the session while this one ran: hold what this one
@@ -78,9 +83,13 @@ elseif is_terminal(status) then
 elseif status == 'paused' then
   for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end
   jobs = {}
-  if decided == 'completed' or decided == 'failed' then set_status(meta, sid, decided, tonumber(ARGV[15])) end
+  if decided == 'completed' or decided == 'failed' then
+    status = set_status_from(meta, sid, status, decided, tonumber(ARGV[15]))
+  end
 else
-  if decided ~= status then set_status(meta, sid, decided, tonumber(ARGV[15])) end
+  if decided ~= status then
+    status = set_status_from(meta, sid, status, decided, tonumber(ARGV[15]))
+  end
   if decided == 'paused' then
     for _, job in ipairs(jobs) do redis.call('RPUSH', KEYS[10], job) end
     jobs = {}
@@ -92,8 +101,8 @@ if decided == 'paused' then
 end
 for _, job in ipairs(jobs) do enqueue(stream, job) end
 
-redis.call('HSET', meta, 'state', ARGV[8], 'waiting', ARGV[23])
-if not is_terminal(redis.call('HGET', meta, 'status')) then
+redis.call('HSET', meta, 'state', ARGV[8], 'waiting', ARGV[23], 'updated_at', ARGV[14])
+if not is_terminal(status) then
   for _, timer in ipairs(cjson.decode(ARGV[24])) do
     redis.call('ZADD', KEYS[11], timer[1], timer[2])
   end
@@ -103,10 +112,11 @@ local new_version = bump_version(meta)
 -- from it can cut that conversation where it stood: ARGV[22] is a JSON object.
 local checkpoint = ARGV[22]
 if mode ~= 'none' then
-  checkpoint = string.sub(checkpoint, 1, -2) .. ',"lane_len":' .. redis.call('LLEN', KEYS[6]) .. '}'
+  lane_len = lane_len or redis.call('LLEN', KEYS[6])
+  checkpoint = string.sub(checkpoint, 1, -2) .. ',"lane_len":' .. lane_len .. '}'
 end
 redis.call('RPUSH', KEYS[9], checkpoint)
 add_events(KEYS[4], ARGV[21], ARGV[25])
-touch(meta, sid, ARGV[14], tonumber(ARGV[15]))
+touch_indexes(sid, status, tonumber(ARGV[15]))  -- updated_at is set with the state above
 if carried then ack(stream, group, entry) end
-return {'ok', tostring(new_version), redis.call('HGET', meta, 'status')}
+return {'ok', tostring(new_version), status}
