@@ -56,8 +56,8 @@ def _snip(value: Any) -> str:
 
 
 def _chain(view: Mapping[str, Any]) -> Shape:
-    lines = [ShapeLine(f"{i + 1}. {h.get('agent', '')}", _snip(h.get("response")), "done")
-             for i, h in enumerate(view.get("step_history") or [])]
+    lines = [ShapeLine(str(h.get("agent", "")), _snip(h.get("response")), "done")
+             for h in view.get("step_history") or []]
     return Shape("Chain: steps in order", lines,
                  [("current step", str(view.get("current_step", "")))])
 
@@ -106,8 +106,8 @@ def _visits(path: Sequence[str]) -> list[tuple[str, int]]:
 def _routing(view: Mapping[str, Any]) -> Shape:
     lines = [ShapeLine("router", _snip(view.get("router_response")),
                        "done" if view.get("router_response") is not None else "pending")]
-    lines += [ShapeLine(f"{i + 1}. {h.get('agent', '')}", _snip(h.get("response")), "done")
-              for i, h in enumerate(view.get("step_history") or [])]
+    lines += [ShapeLine(str(h.get("agent", "")), _snip(h.get("response")), "done")
+              for h in view.get("step_history") or []]
     return Shape("Routing: the router's choice", lines,
                  [("chosen route", str(view.get("router_choice") or "not yet")),
                   ("router attempts", str(view.get("router_attempts", 0)))])

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from consolehelp import TOKEN
+from helpers import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from apihelp import asgi_client, make_app, submit, wait_status
@@ -165,3 +166,27 @@ async def test_docs_and_redoc_are_offline_and_take_the_cookie(app: FastAPI,
         assert r.status_code == 303 and r.headers["location"] == "/ui/login?next=/docs"
         assert (await anonymous.get("/redoc")).status_code == 401
         assert (await anonymous.get("/openapi.json")).status_code == 401
+
+
+# Each example's pattern drawn as its shape: the words that show the shape was read.
+SHAPES = {
+    "chain-research.yaml": ("Chain: steps in order", "analyst"),
+    "workflow-release-notes.yaml": ("Workflow: task graph", "after features, fixes"),
+    "parallel-market-scan.yaml": ("Parallel: branches, then reduce", "reduce"),
+    "routing-support-triage.yaml": ("Routing: the router&#39;s choice", "billing"),
+    "evaluator-optimizer-product-copy.yaml": ("Evaluator-optimizer: drafts and scores",
+                                              "score 91"),
+    "orchestrator-workers-vendor-review.yaml": ("Orchestrator-workers: rounds", "round 2"),
+    "graph-code-review-loop.yaml": ("Graph: path taken", "loops of review"),
+    "chain-calculator-tools.yaml": ("Chain: steps in order", "tool_call_completed"),
+}
+
+
+@pytest.mark.parametrize("example", sorted(SHAPES))
+async def test_every_example_pattern_is_drawn(app: FastAPI, browser: httpx.AsyncClient,
+                                              consumer: StepConsumer, example: str) -> None:
+    sid = await completed(app, (REPO / "examples" / example).read_text())
+    html = (await browser.get(f"/ui/sessions/{sid}")).text
+    title, detail = SHAPES[example]
+    assert title in html and detail in html, example
+    assert "raw state" not in html

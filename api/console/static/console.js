@@ -26,8 +26,9 @@ function addEventRow(table, id, doc) {
   row.dataset.id = id;
   var tool = doc.tool ? " " + doc.tool + " #" + doc.call + " " + (doc.outcome || "") : "";
   [doc.at, doc.type, doc.step, doc.attempt || "", doc.worker, (doc.detail || "") + tool]
-    .forEach(function (text) {
+    .forEach(function (text, i) {
       var cell = document.createElement("td");
+      if (i === 0 || i === 2 || i === 4) cell.className = "mono";
       cell.textContent = String(text);
       row.appendChild(cell);
     });
