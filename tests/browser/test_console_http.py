@@ -15,7 +15,7 @@ from consolehelp import TOKEN
 from helpers import REPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import asgi_client, make_app, submit, wait_status
+from apihelp import asgi_client, chain_spec, make_app, submit, wait_status
 from fastapi import FastAPI
 
 from strands_durable.api.console import auth
@@ -190,3 +190,21 @@ async def test_every_example_pattern_is_drawn(app: FastAPI, browser: httpx.Async
     title, detail = SHAPES[example]
     assert title in html and detail in html, example
     assert "raw state" not in html
+
+
+async def test_sessions_are_paged_and_counted(app: FastAPI, browser: httpx.AsyncClient) -> None:
+    async with asgi_client(app, token=TOKEN) as api:  # no worker: they stay running
+        sids = [await submit(api, chain_spec(1, name=f"paged-{i % 2}")) for i in range(30)]
+    first = (await browser.get("/ui")).text
+    shown = re.findall(r'href="/ui/sessions/([0-9a-f-]{36})"', first)
+    assert len(shown) == 25 and "Next page" in first and "First page" not in first
+    cursor = re.search(r'cursor=([^"&]+)"', first)
+    assert cursor
+    second = (await browser.get(f"/ui?cursor={cursor.group(1)}")).text
+    rest = re.findall(r'href="/ui/sessions/([0-9a-f-]{36})"', second)
+    assert sorted(shown + rest) == sorted(sids) and "Next page" not in second
+    assert "First page" in second
+    counts = (await browser.get("/ui/counts")).text
+    assert re.search(r'data-count="running">30<', counts)
+    paged = (await browser.get("/ui", params={"workflow": "paged-1"})).text
+    assert len(re.findall(r'href="/ui/sessions/[0-9a-f-]{36}"', paged)) == 15
