@@ -67,6 +67,7 @@ class Interrupts:
 
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.first = asyncio.Event()
+        self.second = asyncio.Event()
         self.on_first = on_first
         self._task: asyncio.Task[object] | None = None
 
@@ -75,8 +76,10 @@ class Interrupts:
             self.first.set()
             if self.on_first:
                 self.on_first()
-        elif self._task is not None:
-            self._task.cancel()
+        else:
+            self.second.set()  # seen by the drain even if the cancel below is swallowed
+            if self._task is not None:
+                self._task.cancel()
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -146,8 +149,26 @@ async def interruptible(
         await pause(store, session_id, reason=INTERRUPTED)
     except DurableError as exc:  # it ended meanwhile, say: nothing to pause
         log.warning("session %s not paused: %s", session_id, exc)
-    await consumer.stop(grace_s=DRAIN_S)
+    await drain(consumer, interrupts.second)
     for result in await store.results(session_id, seen):
         counted(result)
     record = await store.get_session(session_id)
     return record, record.status in (SessionStatus.RUNNING, SessionStatus.PAUSED)
+
+
+async def drain(consumer: SessionConsumer, now: asyncio.Event) -> None:
+    """Stop the consumer, its running steps allowed to finish and commit, unless `now`
+    (a second Ctrl-C) is set first: then the run stops at once (CancelledError)."""
+    stopping = asyncio.ensure_future(consumer.stop(grace_s=DRAIN_S))
+    second = asyncio.ensure_future(now.wait())
+    try:
+        await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        second.cancel()
+        if not stopping.done():  # the final stop(grace_s=0) hands the steps back
+            stopping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopping
+    if now.is_set() and stopping.cancelled():
+        raise asyncio.CancelledError
+    stopping.result()

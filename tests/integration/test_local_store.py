@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import stat
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,6 +80,22 @@ def wait_paused(home: LocalHome, sid: str, proc: subprocess.Popen[str]) -> None:
         proc.kill()
         out, err = proc.communicate(timeout=30)
         raise AssertionError(f"{exc}\nstdout:\n{out}\nstderr:\n{err}") from None
+
+
+def read_stderr_until(proc: subprocess.Popen[str], text: str, timeout_s: float = 60) -> str:
+    """What the process wrote to stderr up to and including `text` (a condition: fail
+    after `timeout_s` if it never comes)."""
+    assert proc.stderr is not None
+    fd, got = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout_s
+    while text.encode() not in got:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {text!r} on stderr within {timeout_s}s: {got!r}"
+        if select.select([fd], [], [], left)[0]:
+            chunk = os.read(fd, 4096)
+            assert chunk, f"stderr closed before {text!r}: {got!r}"
+            got += chunk
+    return got.decode()
 
 
 def held_run(home: LocalHome, points: StepBreakpoints, step: str,
@@ -303,6 +321,29 @@ def test_second_ctrl_c_stops_at_once(local_home: LocalHome, tmp_path: Path) -> N
     assert Counter(e["step"] for e in history if e["type"] == "step_completed") == {
         "step:0": 1, "step:1": 1, "step:2": 1}
     assert [e["type"] for e in history if e["step"] == "step:1"].count("step_reclaimed") == 1
+
+
+def test_ctrl_c_twice_at_once_still_stops_and_resumes(local_home: LocalHome,
+                                                     tmp_path: Path) -> None:
+    """A double tap: the second Ctrl-C lands as soon as the first is seen, while the
+    first is still pausing. (Not both at once: the kernel merges two SIGINTs that
+    arrive before the first is delivered, as no two key presses are.)"""
+    points = StepBreakpoints(tmp_path / "bp")
+    proc, sid = held_run(local_home, points, "step:1")
+    try:
+        proc.send_signal(signal.SIGINT)
+        seen = read_stderr_until(proc, "stopping at the next step boundary")
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+        err = seen + rest
+    finally:
+        points.clear(WORKFLOW, "step:1")
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert f"durable run --resume {sid}" in err and "Traceback" not in err
+    resumed = local_home.durable("run", "--resume", sid, check_rc=0)
+    assert resumed.stdout.count("(committed before)") == 1 and "completed in" in resumed.stdout
 
 
 # -- retention ---------------------------------------------------------------------------
