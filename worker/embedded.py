@@ -46,13 +46,13 @@ def honour_spec_telemetry() -> None:
 
 
 def embedded_settings(ephemeral: bool = False) -> DurableSettings:
-    """DURABLE_REDIS_URL's Redis when set, else memory (--ephemeral, DURABLE_EPHEMERAL)
-    or the user's local store, started if need be."""
+    """Memory with --ephemeral; else DURABLE_REDIS_URL's Redis when set, else memory with
+    DURABLE_EPHEMERAL, else the user's local store, started if need be."""
     settings = DurableSettings()
+    if ephemeral or ("redis_url" not in settings.model_fields_set and settings.ephemeral):
+        return DurableSettings(redis_url=MEMORY_URL)
     if "redis_url" in settings.model_fields_set:
         return settings
-    if ephemeral or settings.ephemeral:
-        return DurableSettings(redis_url=MEMORY_URL)
     return session_settings(settings)
 
 

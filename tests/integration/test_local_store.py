@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EXAMPLES, StepBreakpoints, wait_for_sync
+from helpers import EXAMPLES, StepBreakpoints, free_port, wait_for_sync
 from local_store import LocalHome, private_home, zombie
 
 from strands_durable.models import SessionStatus, now_ms
@@ -181,6 +181,10 @@ def test_ephemeral_run_starts_no_server(local_home: LocalHome) -> None:
     result = local_home.durable("run", CHAIN, "--ephemeral", check_rc=0)
     assert "completed in" in result.stdout
     assert not (local_home.home / "redis.pid").exists()
+    # --ephemeral wins over DURABLE_REDIS_URL too: nothing is reached (nothing listens).
+    closed = local_home.durable("run", CHAIN, "--ephemeral", check_rc=0,
+                                DURABLE_REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    assert "completed in" in closed.stdout
 
 
 # -- resume, the runner lock, operator commands ----------------------------------------
