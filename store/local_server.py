@@ -7,7 +7,7 @@ else ~/.local/state/strands-durable), mode 0700 since sessions hold prompts and 
   redis.sock     the only way in (no TCP port); socket permissions 0700
   appendonly/    the AOF: `appendfsync always`, so a commit Redis acknowledged is on disk
                  even if the machine loses power next (a step costs seconds of model time
-                 and money, one fsync about a millisecond: see the bench in the README)
+                 and money; a write with fsync took 0.19 ms here, 0.05 ms without)
   redis.pid, redis.log, reaper.pid, server.lock, last-use
 
 Started on demand under `server.lock` (an flock: two commands starting at once start
