@@ -201,3 +201,25 @@ def test_sigkill_mid_step_then_resume(local_home: LocalHome, reference: dict[str
                            resumed.stdout)
     assert [e["type"] for e in events if e["step"] == step].count("step_reclaimed") == 1
     assert (points.directory / (breakpoint_name(workflow, step) + ".hits")).exists()
+
+
+TOOLS = EXAMPLES / "chain-calculator-tools.yaml"
+
+
+@pytest.mark.parametrize("crash_at", ["after_tool:1", "after_tool:2"])
+def test_killed_between_tool_calls_resumes_without_calling_a_tool_twice(
+        local_home: LocalHome, crash_at: str) -> None:
+    """Killed after a tool call's result was journaled, before the model saw it: the
+    resumed step replays the journal, so each tool runs once. (Its `current_time`
+    answer differs from any other run's, so the reference here is the reply text.)"""
+    crashed = local_home.durable("run", TOOLS, DURABLE_CRASH_AT=crash_at)
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    (session,) = local_home.sessions()
+    sid = session["session_id"]
+    resumed = local_home.durable("run", "--resume", sid, check_rc=0)
+    assert "the team plan, billed yearly, is 499.80" in resumed.stdout
+    _, events = asyncio.run(snapshot(local_home, sid))
+    calls = Counter((e["step"], e["tool"]) for e in events if e["type"] == "tool_call_started")
+    assert calls == {("step:0", "calculator"): 1, ("step:0", "current_time"): 1}
+    completed = Counter(e["step"] for e in events if e["type"] == "step_completed")
+    assert completed == {"step:0": 1, "step:1": 1, "step:2": 1}
