@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from consolehelp import TOKEN, Console, sign_in
-from helpers import StepBreakpoints, wait_for
+from helpers import REPO, StepBreakpoints, wait_for
 from playwright.async_api import Page, expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
@@ -202,3 +202,16 @@ async def test_pause_resume_and_cancel_buttons(console: Console, page: Page) -> 
 async def _committed(console: Console, sid: str, n: int) -> bool:
     doc = (await console.api.get(f"/v1/sessions/{sid}")).json()
     return bool(doc["steps_committed"] >= n)
+
+
+async def test_a_graph_session_shows_its_path_and_loop_counts(console: Console, page: Page,
+                                                              shoot: Callable[[str], Any]
+                                                              ) -> None:
+    spec = (REPO / "examples" / "graph-code-review-loop.yaml").read_text()
+    sid = await submit(console, spec)
+    await wait_status(console.api, sid, "completed")
+    await sign_in(page, console.url, f"/ui/sessions/{sid}")
+    shape = page.get_by_role("region", name="Graph: path taken")
+    await expect(shape).to_contain_text("write → review → write → review")
+    await expect(shape).to_contain_text("loops of review")
+    await shoot("graph")
