@@ -147,9 +147,10 @@ def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
     """`durable run --resume ID`, and `durable resume ID` with no fleet: continue the
     session in this process from its last commit; exit as `durable run` does."""
     from strands_durable.api.run_resume import ResumeChanges, local_retention, resume_embedded
-    from strands_durable.worker.embedded import embedded_settings
+    from strands_durable.worker.embedded import embedded_settings, honour_spec_telemetry
 
     async def body(interrupts: Interrupts, current: list[str]) -> int:
+        honour_spec_telemetry()  # as the run it continues did (a --spec is checked here)
         settings = embedded_settings()
         if not persistent_store(settings):
             raise fail("--resume: DURABLE_EPHEMERAL keeps nothing to resume; unset it",
