@@ -215,3 +215,23 @@ async def test_a_graph_session_shows_its_path_and_loop_counts(console: Console, 
     await expect(shape).to_contain_text("write → review → write → review")
     await expect(shape).to_contain_text("loops of review")
     await shoot("graph")
+
+
+async def test_resume_over_budget_is_refused_then_resumed_with_a_raised_budget(
+        console: Console, page: Page, shoot: Callable[[str], Any]) -> None:
+    spec = chain_spec(3).replace("runtime:\n", "runtime:\n  budgets: {max_steps: 1}\n")
+    sid = await submit(console, spec)
+    await wait_status(console.api, sid, "paused")
+    await sign_in(page, console.url, f"/ui/sessions/{sid}")
+    await page.get_by_role("button", name="Resume", exact=True).click()
+    await expect(page.get_by_role("alert")).to_contain_text("max_steps")  # 409, said why
+    await shoot("refused")
+    await page.go_back()
+    await page.locator("summary", has_text="Resume with changes").click()
+    form = page.locator("form", has=page.get_by_role("button", name="Resume with these changes"))
+    await form.get_by_label("Budget max_steps").fill("10")
+    await form.get_by_label("Variables").fill("topic=y")
+    await form.get_by_role("button", name="Resume with these changes").click()
+    await expect(page.locator("#session-status")).to_have_text("completed")
+    doc = (await console.api.get(f"/v1/sessions/{sid}")).json()
+    assert doc["variables"]["topic"] == "y" and doc["steps_committed"] == 3
