@@ -141,7 +141,7 @@ def _variables(form: dict[str, str]) -> dict[str, str]:
     return parse_var_args(lines, "variables:")
 
 
-async def _act(request: Request, user: ConsoleUser, sid: str, action: str,
+async def _act(request: Request, sid: str, action: str,
                form: dict[str, str]) -> str:
     """Do `action`; the page to show next."""
     store = get_store(request)
@@ -174,6 +174,6 @@ async def act(request: Request, sid: str, action: str) -> Response:
     async def work(user: ConsoleUser) -> Response:
         form = await read_form(request)
         auth.check_csrf(user, form.get("csrf"))
-        target = await _act(request, user, session_id_of(sid), action, form)
+        target = await _act(request, session_id_of(sid), action, form)
         return RedirectResponse(target, status_code=303)
     return await guarded(request, work, form=True)
