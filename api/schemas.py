@@ -298,11 +298,44 @@ ERROR_DESCRIPTIONS = {
 }
 
 
+# Example answers of each error status (what /docs shows under it, one per code).
+_SID = SESSION_EXAMPLE
+ERROR_EXAMPLES: dict[int, list[tuple[str, str, dict[str, Any]]]] = {
+    401: [("unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
+           {})],
+    404: [("session_not_found", f"no session {_SID}", {"session_id": _SID}),
+          ("checkpoint_not_found", f"session {_SID}: there is no checkpoint 9 (checkpoints "
+           "1..3)", {"session_id": _SID, "n": 9, "count": 3}),
+          ("artifact_not_found", f"session {_SID} has no artifact 'x.md'",
+           {"session_id": _SID, "name": "x.md"})],
+    409: [("invalid_transition", f"session {_SID} is completed; cannot pause it",
+           {"session_id": _SID, "status": "completed", "action": "pause"}),
+          ("idempotency_key_reused", "Idempotency-Key 'launch-1' was used with a different "
+           "request", {"idempotency_key": "launch-1"}),
+          ("nothing_to_requeue", f"session {_SID} has no failed or dead-lettered step",
+           {"session_id": _SID, "step": None})],
+    413: [("payload_too_large", "the request body is over 524288 bytes; the limit is "
+           "524288 bytes", {"limit_bytes": 524288})],
+    422: [("invalid_request", "body.spec: Field required",
+           {"errors": [{"loc": ["body", "spec"], "msg": "Field required", "type": "missing"}]}),
+          ("invalid_spec", "spec: pattern.type: 'chian' is not one of chain, workflow, ...",
+           {})],
+    503: [("redis_unavailable", "cannot reach Redis (Connection refused)", {})],
+}
+
+
 def error_responses(*codes: int, **described: str) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses` for these error statuses (`e404="..."` rewords one)."""
     return {code: {"model": ErrorResponse,
-                   "description": described.get(f"e{code}", ERROR_DESCRIPTIONS[code])}
+                   "description": described.get(f"e{code}", ERROR_DESCRIPTIONS[code]),
+                   "content": {"application/json": {"examples": _error_examples(code)}}}
             for code in codes}
+
+
+def _error_examples(status: int) -> dict[str, Any]:
+    return {code: {"summary": code, "value": {"error": {"code": code, "message": message,
+                                                        "details": details}}}
+            for code, message, details in ERROR_EXAMPLES[status]}
 
 
 # Stable operation ids (clients generated from the schema keep their method names when

@@ -74,3 +74,14 @@ def test_request_bodies_and_errors_show_examples(openapi: dict[str, Any]) -> Non
             if status.startswith(("4", "5")) and op["operationId"] != "getHealth":
                 ref = response["content"]["application/json"]["schema"]["$ref"]
                 assert ref.endswith("/ErrorResponse"), (op["operationId"], status)
+
+
+def test_each_error_status_shows_examples_of_its_own_codes(openapi: dict[str, Any]) -> None:
+    for op in operations(openapi):
+        for status, response in op["responses"].items():
+            if status.startswith(("4", "5")) and op["operationId"] != "getHealth":
+                examples = response["content"]["application/json"]["examples"]
+                assert list(examples) == [c for c, _, _ in schemas.ERROR_EXAMPLES[int(status)]]
+                for code, example in examples.items():
+                    schemas.ErrorResponse.model_validate(example["value"])
+                    assert example["value"]["error"]["code"] == code and code in ERROR_CODES
