@@ -94,7 +94,8 @@ class StepJob:
                 "job": self.to_json()}
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # Its fields as they are: the same JSON as asdict's, without its deep copy.
+        return json.dumps(vars(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> StepJob:

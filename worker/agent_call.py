@@ -9,8 +9,8 @@ last transient error once attempts run out, propagates unchanged to the durable 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
+import pickle
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,7 +29,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from strands_durable.worker import lean_tracer
+from strands_durable.worker import lean_strands
 from strands_durable.worker.providers.transient import is_transient
 
 logger = logging.getLogger(__name__)
@@ -80,10 +80,14 @@ async def call_agent(
     Each attempt gets `timeout_s` (None: unlimited); running out of it is transient.
     `before_attempt` runs before each attempt (a journal restarts its turn count)."""
 
+    # Strands changes the list and its messages in place: each attempt gets its own
+    # copy of the history, from one pickle (a fifth of copy.deepcopy's cost).
+    frozen = pickle.dumps(history, pickle.HIGHEST_PROTOCOL)
+
     async def attempt() -> AgentReply:
         if before_attempt is not None:
             before_attempt()
-        return await _call_once(model, system_prompt, history, prompt, tools or [])
+        return await _call_once(model, system_prompt, _restored(frozen), prompt, tools or [])
 
     return await with_retries(attempt, retry=retry, timeout_s=timeout_s)
 
@@ -118,13 +122,12 @@ async def _within(timeout_s: float | None, work: Callable[[], Awaitable[T]]) -> 
 
 async def _call_once(model: Model, system_prompt: str | None, history: list[dict[str, Any]],
                      prompt: str, tools: list[AgentTool]) -> AgentReply:
-    lean_tracer.install()  # no JSON of the conversation for spans that record nothing
+    lean_strands.install()  # no JSON for spans that record nothing, plain-data copies
     agent = Agent(
         model=model,
         system_prompt=system_prompt,
         tools=list(tools) or None,
-        # Strands mutates the list and its messages in place (tracking ids): copy.
-        messages=copy.deepcopy(history),  # type: ignore[arg-type]
+        messages=history,  # type: ignore[arg-type]  # the attempt's own copy
         # The history is what the durable layer restored (bounded by the spec's context
         # policy, compacted in worker/compaction.py): Strands' default sliding window
         # would drop turns from it, and from the new turns the commit takes.
@@ -147,6 +150,16 @@ async def _call_once(model: Model, system_prompt: str | None, history: list[dict
         output_tokens=int(usage.get("outputTokens", 0)),
         messages=[_restorable(message) for message in agent.messages],
     )
+
+
+def _restored(frozen: bytes) -> list[dict[str, Any]]:
+    """A fresh copy of the history, each message with a tracking id that names its place
+    (Strands would draw a UUID per message on every call; the ids are dropped again
+    before anything is committed, see _VOLATILE_MESSAGE_KEYS)."""
+    messages: list[dict[str, Any]] = pickle.loads(frozen)
+    for index, message in enumerate(messages):
+        message["tracking_id"] = f"restored-{index}"
+    return messages
 
 
 def _reply_text(result: AgentResult) -> str:
