@@ -6,12 +6,30 @@ One module per family of commands; each registers its commands on the Typer app 
 
 from __future__ import annotations
 
-from strands_durable.api.cli import control, run, serve, sessions, views
+import sys
+
+import typer
+from typer.exceptions import TyperException
+
+from strands_durable.api.cli import control, run, serve, sessions, validate, views
 from strands_durable.api.cli.common import app
+from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (control, run, serve, sessions, views)
+_COMMAND_MODULES = (control, run, serve, sessions, validate, views)
 
 
 def main() -> None:
-    app()
+    if not wants_json(sys.argv[1:]):
+        app()
+        return
+    # click reports a bad option or argument itself, as text; with --json it is ours to.
+    MODE.json = True
+    try:
+        code = app(standalone_mode=False)
+    except TyperException as exc:  # click's own errors (typer vendors click)
+        print_json(error_doc("invalid_input", exc.format_message()))
+        code = exc.exit_code
+    except typer.Abort:
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)

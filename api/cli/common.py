@@ -5,22 +5,18 @@ runs and fails."""
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import re
-import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
-from pydantic_core import to_jsonable_python
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from rich.console import Console
-from rich.markup import escape
 
+from strands_durable.api.cli.output import err, out, print_error, print_json, set_json
 from strands_durable.errors import (
     DurableError,
     IdempotencyConflict,
@@ -36,6 +32,7 @@ from strands_durable.scheduler.spec.loader import (
     load_spec_file,
     parse_var_args,
 )
+from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.settings import (
     DEFAULT_REDIS_URL,
     DurableSettings,
@@ -55,14 +52,35 @@ app = typer.Typer(help="Durable Strands Agents workflows on Redis Streams.",
 sessions_app = typer.Typer(help="List, show and delete sessions.", no_args_is_help=True)
 app.add_typer(sessions_app, name="sessions")
 
-out = Console(emoji=False)  # step keys like node:ship:1 are data, not emoji codes
-err = Console(stderr=True, emoji=False)
+
+def show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"durable (strands-durable) {version('strands-durable')}")
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=show_version,
+        help="Print the version and exit.")] = False) -> None:
+    """Durable Strands Agents workflows on Redis Streams."""
+
 T = TypeVar("T")
+__all__ = ["err", "out", "print_json"]  # re-exported for the command modules
 
 VarOpt = Annotated[list[str] | None, typer.Option("--var", help="Input variable K=V.")]
 ProviderOpt = Annotated[str | None, typer.Option(help="Override runtime.provider.")]
-ScriptOpt = Annotated[Path | None, typer.Option(help="Rules for the scripted provider.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ScriptOpt = Annotated[Path | None, typer.Option(
+    help="Rules for the scripted provider, merged into the spec's runtime.script: its "
+    "rules are tried first, its delay_s replaces.")]
+ScriptReplaceOpt = Annotated[bool, typer.Option(
+    "--script-replace", help="--script replaces the spec's runtime.script instead.")]
+JsonOpt = Annotated[bool, typer.Option(
+    "--json", is_eager=True, callback=set_json,
+    help="Machine-readable output on stdout, errors included: "
+    '{"error": {"code", "message"}}.')]
 
 
 def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:
@@ -75,7 +93,7 @@ def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:
         try:
             return check(value)
         except InvalidId as exc:
-            raise fail(str(exc), EXIT_USAGE) from None
+            raise fail(str(exc), EXIT_USAGE, exc.code) from None
 
     return callback
 
@@ -92,8 +110,10 @@ def exit_code(status: SessionStatus) -> int:
     return EXIT_PAUSED if status == SessionStatus.PAUSED else EXIT_FAILED
 
 
-def fail(message: str, code: int = EXIT_FAILED) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+def fail(message: str, code: int = EXIT_FAILED, error_code: str | None = None) -> typer.Exit:
+    """Print the error (one line, or JSON with --json) and the exit to raise. Without an
+    `error_code` (core/errors.py's), a usage error is invalid_input."""
+    print_error(message, error_code or ("invalid_input" if code == EXIT_USAGE else "error"))
     return typer.Exit(code)
 
 
@@ -106,9 +126,9 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
             raise
         raise settings_error(exc) from None
     except REDIS_DOWN as exc:
-        raise fail(redis_unreachable(exc), EXIT_FAILED) from None
+        raise fail(redis_unreachable(exc), EXIT_FAILED, "redis_unavailable") from None
     except DurableError as exc:
-        raise fail(exc.public_message() + flag_hint(exc), exit_for(exc)) from None
+        raise fail(exc.public_message() + flag_hint(exc), exit_for(exc), exc.code) from None
 
 
 def flag_hint(exc: DurableError) -> str:
@@ -136,7 +156,7 @@ def exit_for(exc: DurableError) -> int:
 
 
 def settings_error(exc: ValidationError) -> typer.Exit:
-    return fail(describe_settings_error(exc), EXIT_USAGE)
+    return fail(describe_settings_error(exc), EXIT_USAGE, "misconfigured")
 
 
 def redis_unreachable(exc: Exception) -> str:
@@ -178,18 +198,28 @@ async def with_store(body: Callable[[Store], Awaitable[T]], fleet: bool = False)
 
 
 def load(spec: Path, var: list[str] | None, provider: str | None,
-         script: Path | None) -> LoadedSpec:
-    return load_spec_file(spec, parse_var_args(var or []), provider=provider,
-                          script=load_script_file(script) if script else None)
+         script: Path | None, script_replace: bool = False) -> LoadedSpec:
+    """The spec as run and submit load it; `--script` merged into its runtime.script
+    (or replacing it with --script-replace)."""
+    overrides = parse_var_args(var or [])
+    if script is None:
+        if script_replace:
+            raise fail("--script-replace needs --script FILE", EXIT_USAGE)
+        return load_spec_file(spec, overrides, provider=provider)
+    given = load_script_file(script)
+    if not script_replace:
+        own = load_spec_file(spec, overrides, provider=provider).spec.runtime.script
+        given = merge_scripts(own, given)
+    return load_spec_file(spec, overrides, provider=provider, script=given)
 
 
-def print_json(value: Any) -> None:
-    # Models (the status document, summaries) dump as the API sends them.
-    sys.stdout.write(json.dumps(value, indent=2, default=jsonable) + "\n")
-
-
-def jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=str)
+def merge_scripts(own: ScriptConfig | None, given: ScriptConfig) -> ScriptConfig:
+    """`given`'s rules first (the first rule that matches answers, so a file can
+    override one reply of the spec's), then the spec's; `given`'s delay_s if it sets one."""
+    if own is None:
+        return given
+    delay = given.delay_s if "delay_s" in given.model_fields_set else own.delay_s
+    return ScriptConfig(delay_s=delay, rules=given.rules + own.rules)
 
 
 def timeout_s(value: float | None) -> float | None:

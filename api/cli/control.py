@@ -29,22 +29,29 @@ from strands_durable.store.keys import check_name, check_session_id
 from strands_durable.store.store import Store
 
 
+def print_new_status(session_id: str, new: str, as_json: bool) -> None:
+    if as_json:
+        print_json({"session_id": session_id, "status": new})
+    else:
+        out.print(f"{session_id} {new}", highlight=False)
+
+
 @app.command()
-def pause(session_id: SessionIdArg) -> None:
+def pause(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Pause at the next step boundary: running steps finish and commit."""
     from strands_durable.scheduler.operations.control import pause as do_pause
 
     new = run_async(with_store(lambda store: do_pause(store, session_id)))
-    out.print(f"{session_id} {new}", highlight=False)
+    print_new_status(session_id, new, as_json)
 
 
 @app.command()
-def cancel(session_id: SessionIdArg) -> None:
+def cancel(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Stop scheduling and mark the session cancelled."""
     from strands_durable.scheduler.operations.control import cancel as do_cancel
 
     new = run_async(with_store(lambda store: do_cancel(store, session_id)))
-    out.print(f"{session_id} {new}", highlight=False)
+    print_new_status(session_id, new, as_json)
 
 
 @app.command()
@@ -62,6 +69,7 @@ def resume(
         "--from-checkpoint", metavar="N",
         help="Fork a NEW session from checkpoint N (see `durable checkpoints`) with "
              "--var/--set applied; prints its id. The original is kept.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating. Without DURABLE_REDIS_URL (no fleet) it
@@ -72,7 +80,7 @@ def resume(
         fork_checkpoint(session_id, from_checkpoint, var, set_,
                         other_flags=[flag for flag, given in (
                             ("--hitl-response", hitl_response is not None),
-                            ("--spec", spec is not None)) if given])
+                            ("--spec", spec is not None)) if given], as_json=as_json)
         return
 
     variables, budgets = resume_inputs(var, set_)
@@ -89,12 +97,12 @@ def resume(
         outcome = await do_resume(
             store, session_id, hitl_response=hitl_response, variables=variables,
             budget_sets=budgets, new_spec=new_spec)
-        for note in outcome.notes:
+        for note in [] if as_json else outcome.notes:
             err.print(note, highlight=False)
         return outcome.status
 
     new = run_async(with_store(body))
-    out.print(f"{session_id} {new}", highlight=False)
+    print_new_status(session_id, new, as_json)
 
 
 def no_fleet() -> bool:
@@ -112,12 +120,12 @@ def resume_inputs(var: list[str] | None, set_: list[str] | None
         set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
         return {**set_variables, **parse_var_args(var or [])}, budgets
     except DurableError as exc:
-        raise fail(str(exc), EXIT_USAGE) from None
+        raise fail(str(exc), EXIT_USAGE, exc.code) from None
 
 
 # -- operator: requeue, checkpoints, watch, fleet -------------------------------------
 def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
-                    other_flags: list[str]) -> None:
+                    other_flags: list[str], as_json: bool = False) -> None:
     """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
     from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
 
@@ -130,6 +138,9 @@ def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[s
 
     new = run_async(with_store(lambda store: fork_from_checkpoint(
         store, session_id, n, variables=variables, budget_sets=budgets)))
+    if as_json:
+        print_json({"session_id": new, "forked_from": session_id, "checkpoint": n})
+        return
     err.print(f"forked {session_id} at checkpoint {n}", highlight=False, soft_wrap=True)
     print(new)
 

@@ -14,8 +14,10 @@ import typer
 from strands_durable.api.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    JsonOpt,
     ProviderOpt,
     ScriptOpt,
+    ScriptReplaceOpt,
     VarOpt,
     app,
     budget_hint,
@@ -25,9 +27,12 @@ from strands_durable.api.cli.common import (
     fail,
     load,
     out,
+    print_json,
     run_async,
     with_store,
 )
+from strands_durable.api.cli.output import MODE
+from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
@@ -50,6 +55,7 @@ def run(
     var: VarOpt = None,
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
+    script_replace: ScriptReplaceOpt = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write artifacts here.")] = None,
     auto_resume: Annotated[bool, typer.Option(
         "--auto-resume", help="Continue the latest failed or paused session of this spec "
@@ -64,6 +70,7 @@ def run(
     keep_completed: Annotated[bool, typer.Option(
         "--keep-completed", help="Keep completed local sessions older than "
         "DURABLE_RETENTION_DAYS (the others still go).")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response.
     Without DURABLE_REDIS_URL its session is kept in the local store: if this process
@@ -72,6 +79,7 @@ def run(
         given = [flag for flag, on in (("SPEC", spec is not None), ("--auto-resume", auto_resume),
                                        ("--provider", provider is not None),
                                        ("--script", script is not None),
+                                       ("--script-replace", script_replace),
                                        ("--ephemeral", ephemeral)) if on]
         if given:
             raise fail(f"--resume continues a stored session; it takes no {', '.join(given)}",
@@ -86,7 +94,7 @@ def run(
         from strands_durable.worker.providers.credentials import check_credentials
 
         honour_spec_telemetry()  # before loading: the spec's endpoint is checked there
-        loaded = load(spec_path, var, provider, script)
+        loaded = load(spec_path, var, provider, script, script_replace)
         check_credentials(loaded.spec, str(spec_path))  # this process runs the steps
         if out_dir is not None:
             refuse_unsafe_artifact_paths(loaded, out_dir, spec_path)  # before any work
@@ -162,9 +170,12 @@ def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
         await local_retention(settings, keep_completed)
         current.append(session_id)
         started = time.perf_counter()
-        outcome = await resume_embedded(settings, session_id, print_earlier_step, changes,
-                                        on_notes=print_notes, interrupts=interrupts,
-                                        on_resume=print_resuming)
+        async with progress_line(settings) as follow:
+            if follow:
+                follow(session_id)
+            outcome = await resume_embedded(settings, session_id, print_earlier_step, changes,
+                                            on_notes=print_notes, interrupts=interrupts,
+                                            on_resume=print_resuming)
         return report(outcome, out_dir, time.perf_counter() - started)
 
     return run_async(interruptible_body(body))
@@ -177,6 +188,8 @@ def persistent_store(settings: DurableSettings) -> bool:
 
 
 def print_resuming(record: SessionRecord) -> None:
+    if MODE.json:
+        return
     out.print(f"resuming session {record.session_id} ({record.workflow_name}, "
               f"{record.pattern_type})", highlight=False, soft_wrap=True)
 
@@ -196,12 +209,14 @@ def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) 
 
 
 def print_step(result: StepResult) -> None:
+    if MODE.json:
+        return
     out.print(f"[green]✓[/green] {result.key:<12} {result.agent:<16} "
               f"{result.tokens:>6} tokens {result.duration_ms / 1000:>7.2f}s", highlight=False)
 
 
 def print_earlier_step(result: StepResult, before: bool) -> None:
-    if not before:
+    if not before or MODE.json:
         print_step(result)
         return
     out.print(f"[dim]· {result.key:<12} {result.agent:<16} {result.tokens:>6} tokens"
@@ -209,7 +224,7 @@ def print_earlier_step(result: StepResult, before: bool) -> None:
 
 
 def print_notes(notes: list[str]) -> None:
-    for note in notes:
+    for note in [] if MODE.json else notes:
         err.print(note, highlight=False, soft_wrap=True)
 
 
@@ -237,20 +252,26 @@ async def run_or_resume(loaded: LoadedSpec, var: list[str] | None, flags: RunFla
         err.print(f"--auto-resume: no failed or paused session of this spec "
                   f"({loaded.spec_hash[:12]}), and none whose runner died; starting a new "
                   f"one", highlight=False, soft_wrap=True)
-    if resumable is not None:
-        current.append(resumable)
-        return await resume_embedded(
-            settings, resumable, print_earlier_step,
-            ResumeChanges(variables=parse_var_args(var or [])), on_notes=print_notes,
-            interrupts=interrupts, on_resume=print_resuming)
-    name = f"{loaded.spec.name}, {loaded.spec.pattern.type}"
+    async with progress_line(settings) as follow:
+        if resumable is not None:
+            current.append(resumable)
+            if follow:
+                follow(resumable)
+            return await resume_embedded(
+                settings, resumable, print_earlier_step,
+                ResumeChanges(variables=parse_var_args(var or [])), on_notes=print_notes,
+                interrupts=interrupts, on_resume=print_resuming)
+        name = f"{loaded.spec.name}, {loaded.spec.pattern.type}"
 
-    def started(sid: str) -> None:
-        current.append(sid)
-        out.print(f"session {sid} ({name})", highlight=False)
+        def started(sid: str) -> None:
+            current.append(sid)
+            if follow:
+                follow(sid)
+            if not MODE.json:
+                out.print(f"session {sid} ({name})", highlight=False)
 
-    return await run_embedded(loaded, print_step, settings=settings, on_start=started,
-                              interrupts=interrupts)
+        return await run_embedded(loaded, print_step, settings=settings, on_start=started,
+                                  interrupts=interrupts)
 
 
 def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
@@ -259,6 +280,8 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
 
     record = outcome.record
     usage = record.token_usage
+    if MODE.json:
+        return report_json(outcome, out_dir, elapsed_s)
     if outcome.interrupted:
         out.print(f"interrupted after {elapsed_s:.2f}s, {record.steps_committed} steps "
                   f"committed", highlight=False)
@@ -270,7 +293,8 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
               f"{usage.total_output_tokens} out tokens", highlight=False)
     if record.status != SessionStatus.COMPLETED:
         err.print(f"[red]{record.status.value}:[/red] "
-                  f"{record.error or record.paused_reason or ''}", highlight=False)
+                  f"{record.error or record.paused_reason or ''}", highlight=False,
+                  soft_wrap=True)
         hint = budget_hint(record.session_id, record.paused_reason or "")
         if hint:
             err.print(hint, highlight=False, soft_wrap=True)
@@ -283,25 +307,51 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
     return EXIT_OK
 
 
+def report_json(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
+    """`durable run --json`: one document at the end, the exit code as without it."""
+    from strands_durable.scheduler.planning.artifacts import write_artifacts
+
+    record = outcome.record
+    completed = record.status == SessionStatus.COMPLETED and not outcome.interrupted
+    written = write_artifacts(outcome.artifacts, out_dir) if completed and out_dir else []
+    print_json({"session_id": record.session_id, "status": record.status.value,
+                "interrupted": outcome.interrupted, "elapsed_s": round(elapsed_s, 3),
+                "steps_committed": record.steps_committed,
+                "token_usage": record.token_usage, "error": record.error,
+                "paused_reason": record.paused_reason,
+                "artifacts": [str(p) for p in written],
+                "final_response": outcome.final_response if completed else None})
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    return exit_code(record.status)
+
+
 @app.command()
 def submit(
     spec: Annotated[Path, typer.Argument(help="Workflow spec (strands-cli YAML).")],
     var: VarOpt = None,
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
+    script_replace: ScriptReplaceOpt = False,
     idempotency_key: Annotated[str | None, typer.Option(
         help="Same key, same request, same session: a repeated submit prints the first "
         "one; the key with a different spec or variables is refused (exit 2).",
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Submit a workflow to the fleet; prints the session id alone."""
+    """Submit a workflow to the fleet; prints the session id alone (--json:
+    {"session_id", "created"})."""
     from strands_durable.scheduler.operations.start import new_session
 
-    async def body(store: Store) -> str:
+    async def body(store: Store) -> tuple[str, bool]:
         # Loaded and planned before Redis is touched: a refused spec writes no key.
-        planned = new_session(load(spec, var, provider, script), idempotency_key)
+        planned = new_session(load(spec, var, provider, script, script_replace),
+                              idempotency_key)
         await store.prepare()
-        sid, _created = await store.create_session(planned)
-        return sid
+        return await store.create_session(planned)
 
-    print(run_async(with_store(body, fleet=True)))
+    sid, created = run_async(with_store(body, fleet=True))
+    if as_json:
+        print_json({"session_id": sid, "created": created})
+        return
+    print(sid)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from strands_durable.api.cli.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     JsonOpt,
     SessionIdArg,
@@ -19,6 +21,7 @@ from strands_durable.api.cli.common import (
     sessions_app,
     with_store,
 )
+from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.status import (
     SessionSummary,
@@ -43,29 +46,57 @@ def sessions_list(
     if as_json:
         print_json(docs)
         return
-    table = Table("session_id", "status", "workflow", "pattern", "steps", "tokens", "updated")
+    table = new_table("session_id", "status", "workflow", "pattern", "steps", "tokens",
+                      "updated")
     for d in docs:
         usage = d.token_usage
-        table.add_row(d.session_id, d.status.value, d.workflow_name, d.pattern_type,
+        table.add_row(d.session_id, d.status.value, escape(d.workflow_name), d.pattern_type,
                       str(d.steps_committed),
                       str(usage.total_input_tokens + usage.total_output_tokens), d.updated_at)
-    out.print(table)
+    print_table(table)
 
 
 @sessions_app.command("show")
-def sessions_show(session_id: SessionIdArg) -> None:
-    """Everything about one session, as JSON."""
+def sessions_show(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
+    """Everything about one session, as JSON (always; --json makes errors JSON too)."""
     doc = run_async(with_store(lambda store: session_status(store, session_id)))
     print_json(doc)
 
 
 @sessions_app.command("delete")
-def sessions_delete(session_id: SessionIdArg) -> None:
-    """Delete a session and everything it stored."""
+def sessions_delete(
+    session_id: SessionIdArg,
+    yes: Annotated[bool, typer.Option(
+        "--yes", "-y", help="Delete without asking (needed without a terminal).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a session and everything it stored; asks first on a terminal."""
     from strands_durable.scheduler.operations.deletion import delete_session
 
-    run_async(with_store(lambda store: delete_session(store, session_id)))
+    async def body(store: Store) -> None:
+        if not yes:
+            await store.get_session(session_id)  # an unknown id: not found, not a question
+            confirm_delete(session_id, as_json)
+        await delete_session(store, session_id)
+
+    run_async(with_store(body))
+    if as_json:
+        print_json({"session_id": session_id, "deleted": True})
+        return
     out.print(f"deleted {session_id}", highlight=False)
+
+
+def confirm_delete(session_id: str, as_json: bool) -> None:
+    """Ask on a terminal; without one (a pipe, CI) there is nobody to ask: refuse,
+    naming --yes, rather than delete on a guess."""
+    if as_json or not sys.stdin.isatty():
+        why = "--json" if as_json else "no terminal"
+        raise fail(f"sessions delete {session_id}: nobody to confirm the deletion here "
+                   f"({why}); pass --yes to delete", EXIT_USAGE)
+    answer = err.input(f"delete session {escape(session_id)} and everything it stored? "
+                       f"\\[y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise fail(f"{session_id} not deleted", EXIT_FAILED)
 
 
 @sessions_app.command("cleanup")

@@ -8,12 +8,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from strands_durable.api.cli.common import (
-    EXIT_FAILED,
     EXIT_OK,
-    EXIT_PAUSED,
     EXIT_TIMEOUT,
     EXIT_USAGE,
     JsonOpt,
@@ -30,29 +27,35 @@ from strands_durable.api.cli.common import (
     run_async,
     with_store,
 )
-from strands_durable.models import SessionStatus
+from strands_durable.api.cli.output import new_table, print_table, usage_table
+from strands_durable.models import SessionStatus, StepResult
 from strands_durable.scheduler.operations.history import event_docs
 from strands_durable.scheduler.operations.status import session_status
-from strands_durable.store.store import Store
+from strands_durable.store.store import SessionRecord, Store
 
 
 @app.command()
 def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
-    """A session's status, token usage and pattern_state."""
-    doc = run_async(with_store(lambda store: session_status(store, session_id)))
+    """A session's status, token usage (by agent) and pattern_state."""
     if as_json:
-        print_json(doc)
+        print_json(run_async(with_store(lambda store: session_status(store, session_id))))
         return
-    table = Table(show_header=False, box=None)
+
+    async def body(store: Store) -> tuple[Any, list[StepResult]]:
+        doc = await session_status(store, session_id)
+        # Each agent's in and out tokens are the sum of its committed steps'.
+        return doc, await store.results(session_id) if doc.token_usage.by_agent else []
+
+    doc, results = run_async(with_store(body))
+    table = new_table("key", "value", show_header=False, box=None)
     for key in ("session_id", "status", "workflow_name", "pattern_type", "created_at",
                 "updated_at", "steps_committed", "error", "paused_reason"):
         value = getattr(doc, key)
         if value not in (None, ""):
-            table.add_row(f"[bold]{key}[/bold]", str(value))
-    usage = doc.token_usage
-    table.add_row("[bold]tokens[/bold]", f"{usage.total_input_tokens} in / "
-                  f"{usage.total_output_tokens} out  {usage.by_agent}")
-    out.print(table)
+            table.add_row(f"[bold]{key}[/bold]", escape(str(value)))
+    print_table(table)
+    out.print()
+    print_table(usage_table(doc.token_usage, results))
     out.print_json(data=doc.pattern_state)
 
 
@@ -62,31 +65,47 @@ def wait(
     timeout: TimeoutOption = None,
     poll: Annotated[float, typer.Option(help="Seconds between checks.",
                                         callback=interval_s)] = 0.2,
+    as_json: JsonOpt = False,
 ) -> None:
     """Wait for a session to stop running: exit 0 completed, 1 failed or cancelled,
-    3 paused, 124 timed out."""
+    3 paused, 124 timed out (--json: its session_id, status, error, paused_reason,
+    timed_out)."""
 
-    async def body(store: Store) -> int:
+    async def body(store: Store) -> tuple[SessionRecord, bool]:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             record = await store.get_session(session_id)
-            if record.status == SessionStatus.COMPLETED:
-                return EXIT_OK
-            if record.status == SessionStatus.PAUSED:
-                err.print(f"paused: {record.paused_reason or ''}", highlight=False)
-                hint = budget_hint(session_id, record.paused_reason or "")
-                if hint:
-                    err.print(hint, highlight=False, soft_wrap=True)
-                return EXIT_PAUSED
-            if record.status.is_terminal:
-                err.print(f"{record.status.value}: {record.error or ''}", highlight=False)
-                return EXIT_FAILED
+            if record.status != SessionStatus.RUNNING:
+                return record, False
             if deadline is not None and time.monotonic() >= deadline:
-                err.print(f"timed out after {timeout}s; session is {record.status.value}")
-                return EXIT_TIMEOUT
+                return record, True
             await asyncio.sleep(poll)
 
-    raise typer.Exit(run_async(with_store(body)))
+    record, timed_out = run_async(with_store(body))
+    raise typer.Exit(wait_report(record, timed_out, timeout, as_json))
+
+
+def wait_report(record: SessionRecord, timed_out: bool, timeout: float | None,
+                as_json: bool) -> int:
+    """What `wait` and `watch` print when the session stops (or the wait ends), and
+    the exit code."""
+    code = EXIT_TIMEOUT if timed_out else exit_code(record.status)
+    if as_json:
+        print_json({"session_id": record.session_id, "status": record.status.value,
+                    "error": record.error, "paused_reason": record.paused_reason,
+                    "timed_out": timed_out})
+    elif timed_out:
+        err.print(f"timed out after {timeout}s; session is {record.status.value}",
+                  highlight=False, soft_wrap=True)
+    elif record.status == SessionStatus.PAUSED:
+        err.print(f"paused: {record.paused_reason or ''}", highlight=False, soft_wrap=True)
+        hint = budget_hint(record.session_id, record.paused_reason or "")
+        if hint:
+            err.print(hint, highlight=False, soft_wrap=True)
+    elif code != EXIT_OK:
+        err.print(f"{record.status.value}: {record.error or ''}", highlight=False,
+                  soft_wrap=True)
+    return code
 
 
 @app.command()
@@ -101,11 +120,11 @@ def history(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(events)
         return
-    table = Table("at", "type", "step", "attempt", "worker", "detail")
+    table = new_table("at", "type", "step", "attempt", "worker", "detail")
     for e in events:
-        table.add_row(e["at"], e["type"], e["step"], str(e["attempt"] or ""), e["worker"],
-                      e.get("detail", ""))
-    out.print(table)
+        table.add_row(e["at"], e["type"], escape(e["step"]), str(e["attempt"] or ""),
+                      escape(e["worker"]), escape(e.get("detail", "")))
+    print_table(table)
 
 
 @app.command()
@@ -125,22 +144,23 @@ def checkpoints(
         if as_json:
             print_json(doc)
             return
-        table = Table(show_header=False, box=None)
+        table = new_table("key", "value", show_header=False, box=None)
         for key in ("n", "type", "step", "attempt", "agent", "at", "status", "clean",
                     "tokens_total", "steps_committed"):
             table.add_row(f"[bold]{key}[/bold]", escape(str(getattr(doc, key))))
-        out.print(table)
+        print_table(table)
         out.print_json(data=doc.pattern_state)
         return
     docs = run_async(with_store(lambda store: list_checkpoints(store, session_id)))
     if as_json:
         print_json(docs)
         return
-    table = Table("n", "at", "type", "step", "agent", "attempt", "status", "clean", "tokens")
+    table = new_table("n", "at", "type", "step", "agent", "attempt", "status", "clean",
+                      "tokens")
     for d in docs:
-        table.add_row(str(d.n), d.at, d.type, d.step, d.agent, str(d.attempt), d.status,
-                      "yes" if d.clean else "no", str(d.tokens_total))
-    out.print(table)
+        table.add_row(str(d.n), d.at, d.type, escape(d.step), escape(d.agent), str(d.attempt),
+                      d.status, "yes" if d.clean else "no", str(d.tokens_total))
+    print_table(table)
 
 
 @app.command()
@@ -149,16 +169,17 @@ def watch(
     timeout: TimeoutOption = None,
     poll: Annotated[float, typer.Option(help="Seconds between reads.",
                                         callback=interval_s)] = 0.2,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Live progress of a session until it stops running; exit codes as `wait`."""
+    """Live progress of a session until it stops running; exit codes as `wait`
+    (--json: no live view, the same document as `wait --json`)."""
     from strands_durable.api.watch import watch as do_watch
 
+    if as_json:
+        wait(session_id, timeout, poll, as_json=True)
     record, timed_out = run_async(with_store(
         lambda store: do_watch(store, session_id, out, poll_s=poll, timeout_s=timeout)))
-    if timed_out:
-        err.print(f"timed out after {timeout}s; session is {record.status.value}")
-        raise typer.Exit(EXIT_TIMEOUT)
-    raise typer.Exit(exit_code(record.status))
+    raise typer.Exit(wait_report(record, timed_out, timeout, as_json=False))
 
 
 @app.command()
@@ -173,13 +194,13 @@ def workers(
     if as_json:
         print_json([w.to_dict() for w in infos])
         return
-    table = Table("consumer", "host", "pid", "alive", "last seen", "running", "pending")
+    table = new_table("consumer", "host", "pid", "alive", "last seen", "running", "pending")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
-        table.add_row(w.consumer, w.host, str(w.pid or ""),
+        table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
                       "[green]yes[/green]" if w.alive else "[red]no[/red]", seen,
                       escape("\n".join(w.running)) or "-", str(w.pending))
-    out.print(table)
+    print_table(table)
 
 
 @app.command()
@@ -191,8 +212,8 @@ def queue(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json(stats.to_dict())
         return
-    table = Table("shard", "length", "lag", "pending", "consumers", "dead letters", "timers",
-                  "due now")
+    table = new_table("shard", "length", "lag", "pending", "consumers", "dead letters",
+                      "timers", "due now")
     for sh in stats.shards:
         table.add_row(str(sh.shard), str(sh.length), str(sh.lag), str(sh.pending),
                       str(sh.consumers), str(sh.dead_letters), str(sh.timers),
@@ -201,4 +222,4 @@ def queue(as_json: JsonOpt = False) -> None:
     table.add_row("[bold]total[/bold]", str(total["length"]), str(total["lag"]),
                   str(total["pending"]), "", str(total["dead_letters"]), str(total["timers"]),
                   str(total["timers_due"]))
-    out.print(table)
+    print_table(table)

@@ -205,7 +205,7 @@ def test_session_commands_work_on_the_local_store(local_home: LocalHome) -> None
     local_home.durable("watch", sid, "--timeout", "10", check_rc=0)
     cancel = local_home.durable("cancel", sid)
     assert cancel.returncode == 1 and "completed" in cancel.stderr
-    local_home.durable("sessions", "delete", sid, check_rc=0)
+    local_home.durable("sessions", "delete", sid, "--yes", check_rc=0)
     assert local_home.sessions() == []
 
 

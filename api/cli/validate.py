@@ -1,0 +1,66 @@
+"""`durable validate SPEC`: load a spec as `run` and `submit` do, run nothing.
+
+Like strands-cli's `validate`: one line naming the spec and its shape, exit 0; a bad
+spec is the same one-line error as `durable run` gives, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from strands_durable.api.cli.common import (
+    JsonOpt,
+    ProviderOpt,
+    ScriptOpt,
+    ScriptReplaceOpt,
+    VarOpt,
+    app,
+    load,
+    out,
+    print_json,
+    run_async,
+)
+from strands_durable.scheduler.spec.loader import LoadedSpec
+
+# The config field that lists a pattern's parts; the other patterns decide theirs as
+# they run (evaluator rounds, orchestrator plans).
+PARTS = {"chain": "steps", "workflow": "tasks", "parallel": "branches", "routing": "routes",
+         "graph": "nodes"}
+
+
+def shape(loaded: LoadedSpec) -> dict[str, Any]:
+    spec = loaded.spec
+    field = PARTS.get(spec.pattern.type)
+    parts = getattr(spec.pattern.config, field, None) if field else None
+    return {"valid": True, "source": loaded.source, "name": spec.name,
+            "pattern": spec.pattern.type, "agents": len(spec.agents),
+            "parts": {field: len(parts)} if field and parts is not None else {},
+            "spec_hash": loaded.spec_hash}
+
+
+@app.command()
+def validate(
+    spec: Annotated[Path, typer.Argument(help="Workflow spec (strands-cli YAML).")],
+    var: VarOpt = None,
+    provider: ProviderOpt = None,
+    script: ScriptOpt = None,
+    script_replace: ScriptReplaceOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a spec (schema, references, templates, skills, $ref agents) as `run` and
+    `submit` load it; run nothing, store nothing. Exit 0 valid, 2 not."""
+
+    async def body() -> LoadedSpec:
+        return load(spec, var, provider, script, script_replace)
+
+    doc = shape(run_async(body()))
+    if as_json:
+        print_json(doc)
+        return
+    parts = ", ".join(f"{n} {name}" for name, n in doc["parts"].items()) or \
+        "steps decided as it runs"
+    out.print(f"valid: {doc['name']} ({doc['pattern']}) from {doc['source']}: "
+              f"{doc['agents']} agent{'s' if doc['agents'] != 1 else ''}, {parts}",
+              highlight=False, markup=False, soft_wrap=True)
