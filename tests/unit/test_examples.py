@@ -54,7 +54,8 @@ def example(name: str, tmp_path: Path, *args: str) -> Run:
 
 def script_without(name: str, tmp_path: Path, agent: str, **extra_rules: str) -> Path:
     """The example's own rules minus those of `agent` (its calls then echo their input:
-    "<agent>: <first 200 characters>"), as a --script file, after `extra_rules`."""
+    "<agent>: <first 200 characters>"), as a --script file, after `extra_rules` (to
+    pass with --script-replace: merged, the spec's own rules would still answer)."""
     spec = yaml.safe_load((EXAMPLES / name).read_text())
     rules = [r for r in spec["runtime"]["script"]["rules"] if r.get("agent") != agent]
     path = tmp_path / "rules.yaml"
@@ -115,7 +116,8 @@ def test_workflow_last_task_reads_both_branches(tmp_path: Path) -> None:
     # Without the writer's rule, the writer echoes its rendered input: both
     # parallel tasks' results reached it.
     script = script_without(WORKFLOW, tmp_path, "writer")
-    run = example(WORKFLOW, tmp_path, "--script", str(script), "--var", "version=2.5.0")
+    run = example(WORKFLOW, tmp_path, "--script", str(script), "--script-replace",
+                  "--var", "version=2.5.0")
     final = run.output.split("final response")[1]
     assert "writer: Write two short paragraphs of release notes for Acme Cloud 2.5.0." in final
     assert "Features: Streaming uploads" in " ".join(final.split())
@@ -168,7 +170,7 @@ def test_router_retries_malformed_and_unknown_replies(tmp_path: Path) -> None:
         a={"agent": "router", "contains": "unknown route", "reply": '{"route": "billing"}'},
         b={"agent": "router", "contains": "malformed", "reply": '{"route": "refunds"}'},
         c={"agent": "router", "reply": "Hmm, money trouble."})
-    run = example(ROUTING, tmp_path, "--script", str(script))
+    run = example(ROUTING, tmp_path, "--script", str(script), "--script-replace")
     assert run.keys == ["router", "router:retry:1", "router:retry:2", "route:billing:0",
                         "route:billing:1"]
     assert "Routed to: **billing**" in run.artifact("ticket-reply.md")
@@ -177,7 +179,8 @@ def test_router_retries_malformed_and_unknown_replies(tmp_path: Path) -> None:
 def test_router_fails_after_max_retries_naming_the_reply(tmp_path: Path) -> None:
     script = script_without(ROUTING, tmp_path, "router",
                             a={"agent": "router", "reply": 'Maybe {"route": "refunds"}?'})
-    run = durable_run(EXAMPLES / ROUTING, tmp_path / "out", "--script", str(script))
+    run = durable_run(EXAMPLES / ROUTING, tmp_path / "out", "--script", str(script),
+                      "--script-replace")
     assert run.exit_code == 1
     assert run.keys == ["router", "router:retry:1", "router:retry:2"]
     assert "invalid route 'refunds' selected by router after 3 attempts" in run.flat
@@ -207,7 +210,8 @@ def test_evaluator_rejects_then_accepts_the_revision(tmp_path: Path) -> None:
 def test_evaluator_that_never_accepts_fails_after_max_iters(tmp_path: Path) -> None:
     script = script_without(EVALUATOR, tmp_path, "editor",
                             a={"agent": "editor", "reply": '{"score": 70, "issues": ["meh"]}'})
-    run = durable_run(EXAMPLES / EVALUATOR, tmp_path / "out", "--script", str(script))
+    run = durable_run(EXAMPLES / EVALUATOR, tmp_path / "out", "--script", str(script),
+                      "--script-replace")
     assert run.exit_code == 1
     assert run.keys == ["produce:1", "evaluate:1", "produce:2", "evaluate:2", "produce:3",
                         "evaluate:3"]
