@@ -126,7 +126,21 @@ class Keys:
         return shard_of(check_session_id(session_id), self.shards)
 
     def _s(self, session_id: str) -> str:
-        return f"{self.tag(self.shard(session_id))}:s:{session_id}"
+        return f"{self.session_prefix(self.shard(session_id))}{session_id}"
+
+    def session_prefix(self, shard: int) -> str:
+        """What the keys of a session on `shard` start with, before its id."""
+        return f"{self.tag(shard)}:s:"
+
+    def session_suffixes(self) -> dict[str, str]:
+        """What follows `session_prefix + id` in each key take.lua spells from a stream
+        entry's session id (results, order, events, held, and the journals' prefix)."""
+        sid = "00000000-0000-4000-8000-000000000000"  # any id: only the spelling counts
+        base = self.meta(sid)
+        keys = {"results": self.results(sid), "order": self.order(sid),
+                "events": self.events(sid), "held": self.held(sid),
+                "journal_prefix": self.journal_prefix(sid)}
+        return {name: key[len(base):] for name, key in keys.items()}
 
     def meta(self, session_id: str) -> str:
         return self._s(session_id)

@@ -98,6 +98,17 @@ class GateOutcome:
 
 
 @dataclass(frozen=True)
+class TakenEntry:
+    """An entry take.lua made pending under the worker, with its gate already decided;
+    `gate` None: not gated there (gate.lua decides, as for a plain read)."""
+
+    entry_id: str
+    fields: dict[str, str]
+    gate: GateOutcome | None = None
+    order_len: int = 0  # the session's commit-order length at the gate ('run')
+
+
+@dataclass(frozen=True)
 class Compaction:
     """A step's compaction of its lane: `summary` (a user message) stands for every
     message of the lane but the `keep` newest ones before it (store/conversation.py)."""
@@ -150,6 +161,7 @@ class CommitOutcome:
     version: int = 0
     status: str = ""
     bytes_written: int = 0  # the checkpoint's size, when written (see commit_bytes)
+    position: int = 0  # 'ok': the result's 1-based place in the session's commit order
 
 
 def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],

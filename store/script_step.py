@@ -62,6 +62,28 @@ class GateArgs:
     events_max: int
 
 
+# -- take.lua -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class TakeKeys:
+    stream: str
+
+
+@dataclass(frozen=True)
+class TakeArgs:
+    group: str
+    consumer: str
+    count: int
+    session_prefix: str  # a session's keys on this shard: prefix + id (+ suffix)
+    results: str  # the suffixes of the session's keys (Keys.session_suffixes)
+    order: str
+    events: str
+    held: str
+    journal_prefix: str  # + the step key: the step's journal
+    wanted: str  # meta fields to return, JSON array
+    now_iso: str  # the step_started event's time
+    events_max: int
+
+
 # -- commit.lua ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class CommitKeys:
@@ -260,6 +282,11 @@ class StepScripts(ScriptLibrary):
     async def gate(self, *, keys: GateKeys, args: GateArgs) -> list[Any]:
         """['run', wanted values, _, new results] or [verdict]."""
         return list(await self._call("gate", keys, args))
+
+    async def take(self, *, keys: TakeKeys, args: TakeArgs) -> list[Any]:
+        """Per entry taken: [id, fields, verdict] (+ wanted values, commit-order length,
+        journal fields when 'run'); [] when the stream had nothing new."""
+        return list(await self._call("take", keys, args))
 
     async def commit(self, *, keys: CommitKeys, args: CommitArgs) -> list[Any]:
         """['ok', version, status] | ['conflict', version] | [verdict]."""

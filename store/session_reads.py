@@ -36,8 +36,11 @@ class SessionReads(StoreBase):
             raise SessionNotFound(session_id)
         return as_str(value)
 
-    async def results(self, session_id: str, start: int = 0) -> list[StepResult]:
-        keys = [as_str(x) for x in await self.redis.lrange(self.keys.order(session_id), start, -1)]
+    async def results(self, session_id: str, start: int = 0, stop: int = -1
+                      ) -> list[StepResult]:
+        """Results in commit order, positions `start` to `stop` (inclusive; -1: the end)."""
+        keys = [as_str(x) for x in await self.redis.lrange(self.keys.order(session_id), start,
+                                                           stop)]
         if not keys:
             return []
         values = await self.redis.hmget(self.keys.results(session_id), keys)

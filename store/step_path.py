@@ -164,7 +164,8 @@ class StepPath(StoreBase):
         verdict = as_str(res[0])
         if verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
-            return CommitOutcome("ok", int(as_str(res[1])), as_str(res[2]), written)
+            return CommitOutcome("ok", int(as_str(res[1])), as_str(res[2]), written,
+                                 int(res[3]))
         if verdict == "conflict":
             return CommitOutcome("conflict", int(as_str(res[1]) or 0))
         return CommitOutcome(verdict)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from strands_durable.settings import DurableSettings
 from strands_durable.store.fleet import process_name
 from strands_durable.store.keys import check_token
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
+from strands_durable.store.records import TakenEntry
 from strands_durable.store.store import Store
 from strands_durable.worker.execute import StepExecutor
 from strands_durable.worker.step_runner import StepRunner
@@ -110,15 +111,16 @@ class StepConsumer:
         return len(self._tasks)
 
     # -- loops -----------------------------------------------------------------------
-    def _spawn(self, shard: int, entry_id: str, fields: dict[str, str], reclaimed: bool) -> None:
-        task = asyncio.create_task(self._run_one(shard, entry_id, fields, reclaimed))
+    def _spawn(self, shard: int, entry_id: str, fields: dict[str, str], reclaimed: bool,
+               gated: TakenEntry | None = None) -> None:
+        task = asyncio.create_task(self._run_one(shard, entry_id, fields, reclaimed, gated))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _run_one(self, shard: int, entry_id: str, fields: dict[str, str],
-                       reclaimed: bool) -> None:
+                       reclaimed: bool, gated: TakenEntry | None = None) -> None:
         try:
-            await self.runner.process(shard, entry_id, fields, reclaimed)
+            await self.runner.process(shard, entry_id, fields, reclaimed, gated)
         except asyncio.CancelledError:
             raise
         except REDIS_DOWN_IN_LOOP as exc:
@@ -171,6 +173,11 @@ class StepConsumer:
                 self._release(taken - used)
 
     async def _read_new(self, shard: int, count: int) -> int:
+        # While there is work, entries come gated (take.lua: one round trip for the
+        # read and every gate); an empty stream is waited on with a blocking read.
+        taken = await self.store.take_new(shard, self.name, count, now_iso())
+        if taken:
+            return self._start_taken(shard, taken)
         entries = await self.store.read_new(shard, self.name, count,
                                             self.settings.read_block_ms)
         if entries and self._stopping.is_set():  # arrived as we stopped: hand them back
@@ -180,6 +187,20 @@ class StepConsumer:
         for entry_id, fields in entries:
             self._spawn(shard, entry_id, fields, reclaimed=False)
         return len(entries)
+
+    def _start_taken(self, shard: int, taken: list[TakenEntry]) -> int:
+        """Run what take.lua handed over; an entry its gate settled (committed, held,
+        ...: acked there) takes no slot. Returns the slots used."""
+        started = 0
+        for entry in taken:
+            if entry.gate is not None and entry.gate.verdict != "run":
+                log.debug("entry %s: %s", entry.entry_id, entry.gate.verdict)
+                continue
+            # Arrived as we stopped: it still runs (its step_started is written), within
+            # the grace period like every running step.
+            self._spawn(shard, entry.entry_id, entry.fields, reclaimed=False, gated=entry)
+            started += 1
+        return started
 
     async def _reclaim(self, shard: int, slots: int) -> int:
         """Take over up to `slots` entries idle past claim_idle_ms; returns how many

@@ -38,6 +38,7 @@ from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
+from strands_durable.store.records import GateOutcome, TakenEntry
 from strands_durable.store.store import CommitRequest, Store
 from strands_durable.worker import retry_policy
 from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
@@ -123,7 +124,7 @@ class StepRunner:
                             if settings.breakpoint_dir else None)
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
-                      reclaimed: bool = False) -> None:
+                      reclaimed: bool = False, gated: TakenEntry | None = None) -> None:
         try:
             job = StepJob.from_json(fields["job"])
         except (KeyError, ValueError, TypeError) as exc:
@@ -135,21 +136,35 @@ class StepRunner:
             return
         self.running[entry_id] = job
         try:
-            await self._process(shard, entry_id, job, reclaimed)
+            await self._process(shard, entry_id, job, reclaimed, gated)
         finally:
             self.running.pop(entry_id, None)
 
-    async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool) -> None:
-        sid = job.session_id
-        cache = self.cache.get(sid)
+    async def _gate(self, entry_id: str, job: StepJob, reclaimed: bool, cache: SessionCache,
+                    gated: TakenEntry | None) -> GateOutcome:
+        """The step's gate: decided by take.lua already (`gated`; the results it did not
+        bring are read here when this worker's cache lacks them), or by gate.lua now."""
+        sid, known = job.session_id, cache.count
+        if gated is not None and gated.gate is not None:
+            if gated.gate.verdict == "run" and gated.order_len > known:
+                self.cache.extend(cache, known,
+                                  await self.store.results(sid, known, gated.order_len - 1))
+            return gated.gate
         kind = EventType.STEP_RECLAIMED if reclaimed else EventType.STEP_STARTED
         started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso())
-        known = cache.count
         gate = await self.store.gate(job, entry_id, self.consumer, known, started)
+        if gate.verdict == "run":
+            self.cache.extend(cache, known, gate.new_results)
+        return gate
+
+    async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool,
+                       gated: TakenEntry | None = None) -> None:
+        sid = job.session_id
+        cache = self.cache.get(sid)
+        gate = await self._gate(entry_id, job, reclaimed, cache, gated)
         if gate.verdict != "run":
             log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
             return
-        self.cache.extend(cache, known, gate.new_results)
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
         if job.kind == StepKind.HITL_TIMEOUT:
@@ -268,8 +283,12 @@ class StepRunner:
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
-                    # Not cached here: the next read of the commit-order list brings
-                    # it, in its place among siblings committed meanwhile.
+                    # Cached when it is the next in commit order after what the cache
+                    # holds (as stored: read back from its JSON); else the next read
+                    # of the commit-order list brings it, in its place among siblings.
+                    if outcome.position == cache.count + 1:
+                        self.cache.extend(cache, cache.count,
+                                          [StepResult.from_json(request.result.to_json())])
                     self.crash.reached("after_commit")
                     if outcome.status == SessionStatus.COMPLETED.value:
                         await self._trace_completion(spec, sid)

@@ -32,7 +32,7 @@ end
 if version ~= ARGV[6] then return {'conflict', version} end
 
 redis.call('HSET', KEYS[2], step, ARGV[7])
-redis.call('RPUSH', KEYS[3], step)
+local position = redis.call('RPUSH', KEYS[3], step)  -- the result's place in commit order
 -- A step that used no tokens (a HITL answer, a no-op) leaves its counters as they are.
 local tokens_in, tokens_out = tonumber(ARGV[11]), tonumber(ARGV[12])
 if tokens_in ~= 0 then redis.call('HINCRBY', meta, 'tokens_in', tokens_in) end
@@ -119,4 +119,4 @@ redis.call('RPUSH', KEYS[9], checkpoint)
 add_events(KEYS[4], ARGV[21], ARGV[25])
 touch_indexes(sid, status, tonumber(ARGV[15]))  -- updated_at is set with the state above
 if carried then ack(stream, group, entry) end
-return {'ok', tostring(new_version), status}
+return {'ok', tostring(new_version), status, position}

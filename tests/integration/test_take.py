@@ -1,0 +1,85 @@
+"""take.lua on a real Redis: the read and each entry's gate in one call decide what
+gate.lua decides for the same entry, and the commit's place in commit order lets the
+worker cache its own result."""
+
+from __future__ import annotations
+
+import pytest
+
+from strands_durable.models import SessionStatus, StepJob, now_iso
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from tests.integration.test_store import commit_request, new_session
+
+pytestmark = pytest.mark.integration
+
+
+async def take(store: Store, consumer: str = "c1", count: int = 8):
+    return await store.take_new(0, consumer, count, now_iso())
+
+
+async def pending_under(store: Store, entry_id: str) -> str | None:
+    rows = await store.redis.xpending_range(store.keys.stream(0), CONSUMER_GROUP,
+                                            min=entry_id, max=entry_id, count=1)
+    return rows[0]["consumer"] if rows else None
+
+
+async def test_a_running_session_gets_run_with_what_gate_returns(store: Store) -> None:
+    sid, _ = await store.create_session(new_session())
+    [entry] = await take(store)
+    assert entry.gate is not None and entry.gate.verdict == "run"
+    assert entry.gate.fields["version"] == "1" and entry.gate.fields["spec_digest"] == "d"
+    assert entry.order_len == 0 and entry.gate.journal == {}
+    assert StepJob.from_json(entry.fields["job"]).key == "step:0"
+    assert await pending_under(store, entry.entry_id) == "c1"  # the fence holds for commit
+    started = [e for e in await store.events(sid) if e[1]["type"] == "step_started"]
+    assert len(started) == 1
+    assert started[0][1] | {"at": ""} == {"type": "step_started", "step": "step:0",
+                                         "attempt": "1", "worker": "c1", "at": "",
+                                         "detail": ""}
+    assert await take(store) == []  # nothing new: the caller then blocks on XREADGROUP
+
+
+async def test_commit_after_take_is_fenced_and_tells_its_place(store: Store) -> None:
+    sid, _ = await store.create_session(new_session())
+    [entry] = await take(store)
+    job = StepJob.from_json(entry.fields["job"])
+    stale = await store.commit(commit_request(job, entry.entry_id, "c2"))
+    assert stale.verdict == "stale"
+    outcome = await store.commit(commit_request(job, entry.entry_id, "c1"))
+    assert (outcome.verdict, outcome.position) == ("ok", 1)
+    assert await store.redis.lrange(store.keys.order(sid), 0, -1) == ["step:0"]
+
+
+async def test_paused_session_holds_the_taken_step(store: Store) -> None:
+    sid, _ = await store.create_session(new_session())
+    await store.redis.hset(store.keys.meta(sid), "status", "paused")
+    [entry] = await take(store)
+    assert entry.gate is not None and entry.gate.verdict == "held"
+    held = await store.redis.lrange(store.keys.held(sid), 0, -1)
+    assert [StepJob.from_json(h).key for h in held] == ["step:0"]
+    assert await pending_under(store, entry.entry_id) is None  # acked
+
+
+async def test_committed_and_ended_sessions_are_acked(store: Store) -> None:
+    sid, _ = await store.create_session(new_session())
+    await store.redis.hset(store.keys.results(sid), "step:0", "{}")
+    [entry] = await take(store)
+    assert entry.gate is not None and entry.gate.verdict == "committed"
+    sid2, _ = await store.create_session(new_session(status=SessionStatus.RUNNING))
+    await store.redis.hset(store.keys.meta(sid2), "status", "cancelled")
+    [entry2] = await take(store)
+    assert entry2.gate is not None and entry2.gate.verdict == "terminal"
+    assert await pending_under(store, entry2.entry_id) is None
+
+
+async def test_what_take_cannot_gate_is_left_pending_for_gate_lua(store: Store) -> None:
+    stream = store.keys.stream(0)  # the store made its group at start
+    bad = await store.redis.xadd(stream, {"job": "not json"})
+    gone = StepJob(session_id="00000000-0000-4000-8000-000000000000", key="step:0",
+                   agent="a", input="x")
+    missing = await store.redis.xadd(stream, gone.to_fields())
+    entries = await take(store)
+    assert [(e.entry_id, e.gate) for e in entries] == [(bad, None), (missing, None)]
+    assert await pending_under(store, bad) == "c1"
+    assert await pending_under(store, missing) == "c1"
