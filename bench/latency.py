@@ -23,6 +23,7 @@ from strands_durable.scheduler.operations.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import CommitOutcome, CommitRequest
+from strands_durable.worker import step_runner
 from strands_durable.worker.consumer import StepConsumer
 
 LAG_PROBE_S = 0.005
@@ -78,6 +79,14 @@ class LatencyResult:
     conflicts: int  # commits answered "conflict" (re-planned); expected 0 for chains
     lag_p50_ms: float  # event-loop lag: how late a 1 ms sleep wakes up
     lag_p99_ms: float
+    plan_low: Window | None = None  # planning time (plan_commit, in its thread)
+    plan_high: Window | None = None
+
+    @property
+    def plan_ratio(self) -> float:
+        if self.plan_low is None or self.plan_high is None or not self.plan_low.p50:
+            return float("nan")
+        return self.plan_high.p50 / self.plan_low.p50
 
     @property
     def ratio(self) -> float:
@@ -92,7 +101,10 @@ class LatencyResult:
                 "steps_per_s": round(self.sessions * self.steps / self.seconds, 1),
                 "low": self.low.to_dict(), "high": self.high.to_dict(),
                 "all_p50_ms": round(self.all_p50_ms, 4), "all_p99_ms": round(self.all_p99_ms, 4),
-                "ratio_p50_high_low": round(self.ratio, 3)}
+                "ratio_p50_high_low": round(self.ratio, 3),
+                "plan_low": self.plan_low.to_dict() if self.plan_low else None,
+                "plan_high": self.plan_high.to_dict() if self.plan_high else None,
+                "plan_ratio_p50_high_low": round(self.plan_ratio, 3)}
 
 
 async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[int, int],
@@ -127,7 +139,17 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
             await asyncio.sleep(LAG_PROBE_S)
             lags.append((time.perf_counter() - t0 - LAG_PROBE_S) * 1000)
 
+    planned: dict[int, list[float]] = defaultdict(list)
+    plan = step_runner.plan_commit
+
+    def timed_plan(snapshot: Any, job: Any, *args: Any, **kwargs: Any) -> CommitRequest:
+        t0 = time.perf_counter()
+        request = plan(snapshot, job, *args, **kwargs)
+        planned[step_number(request)].append((time.perf_counter() - t0) * 1000)
+        return request
+
     store.commit = timed_commit  # type: ignore[method-assign]
+    step_runner.plan_commit = timed_plan
     loaded = chain_spec(steps)
     consumer = StepConsumer(settings, store)
     keys = store.keys
@@ -152,18 +174,21 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
             await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - t0
     finally:
+        step_runner.plan_commit = plan
         probe.cancel()
         await consumer.stop(grace_s=5)
         await store.redis.aclose()
 
-    def window(label: str, span: tuple[int, int]) -> Window:
+    def window(label: str, span: tuple[int, int],
+               samples: dict[int, list[float]] = by_step) -> Window:
         w = Window(label, *span)
         for n in range(span[0], span[1] + 1):
-            w.samples.extend(by_step.get(n, []))
+            w.samples.extend(samples.get(n, []))
         return w
 
     everything = [x for xs in by_step.values() for x in xs]
     return LatencyResult(sessions, steps, elapsed, window("step 10", low),
                          window(f"step {steps}", high), percentile(everything, 50),
                          percentile(everything, 99), concurrency, conflicts,
-                         percentile(lags, 50), percentile(lags, 99))
+                         percentile(lags, 50), percentile(lags, 99),
+                         window("step 10", low, planned), window(f"step {steps}", high, planned))

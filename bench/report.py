@@ -114,6 +114,11 @@ def latency_table(out: Any, latency: LatencyResult | None,
         label = f"all steps ({tag})"
         out(f"{label:<{W}} {'1-' + str(run.steps):>11} {run.sessions * run.steps:>6} "
             f"{run.all_p50_ms:>7.3f} {run.all_p99_ms:>7.3f}")
+        if run.plan_low and run.plan_high:
+            for w in (run.plan_low, run.plan_high):
+                label = f"planning, around {w.label} ({tag})"
+                out(f"{label:<{W}} {w.first:>5}-{w.last:<5} {len(w.samples):>6} "
+                    f"{w.p50:>7.3f} {w.p99:>7.3f}")
         label = f"event-loop lag ({tag})"
         out(f"{label:<{W}} {'':>11} {'':>6} {run.lag_p50_ms:>7.3f} {run.lag_p99_ms:>7.3f}")
         out(f"  {run.sessions} x {run.steps}-step chains, one StepConsumer at concurrency "
@@ -132,6 +137,11 @@ def latency_targets(latency: LatencyResult | None) -> list[dict[str, Any]]:
                 for w in (latency.low, latency.high)]
     targets.append({"target": f"p50 step-{latency.steps} <= {DRIFT_MAX:g} x step-10",
                     "value": f"{latency.ratio:.2f}x", "pass": latency.ratio <= DRIFT_MAX})
+    if latency.plan_low is not None:
+        targets.append({"target": f"planning p50 step-{latency.steps} <= {DRIFT_MAX:g} x "
+                                  "step-10",
+                        "value": f"{latency.plan_ratio:.2f}x",
+                        "pass": latency.plan_ratio <= DRIFT_MAX})
     return targets
 
 

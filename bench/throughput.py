@@ -7,6 +7,7 @@ import asyncio
 import secrets
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,8 @@ def fresh_prefix(tag: str) -> str:
     return f"bench-{tag}-{secrets.token_hex(4)}"
 
 
-async def _wait(check, timeout_s: float, what: str, procs: Procs, interval_s: float = 0.01):
+async def _wait(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str,
+                procs: Procs, interval_s: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout_s
     while True:
         value = await check()
