@@ -8,6 +8,7 @@ import typer
 
 from strands_durable.api.cli.common import (
     EXIT_USAGE,
+    JsonOpt,
     app,
     env_settings,
     fail,
@@ -20,8 +21,10 @@ def api_serve(
     host: Annotated[str | None, typer.Option(help="Default DURABLE_API_HOST.")] = None,
     port: Annotated[int | None, typer.Option(help="Default DURABLE_API_PORT.",
                                              min=1, max=65535)] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Serve the HTTP API with uvicorn (OpenAPI at /docs)."""
+    """Serve the HTTP API with uvicorn (OpenAPI at /docs); --json: an error that stops it
+    from starting (a bad setting) as JSON."""
     import uvicorn
 
     from strands_durable.api.app import create_app
@@ -37,6 +40,7 @@ def api_serve(
 def scheduler_serve(
     metrics_port: Annotated[int | None, typer.Option(
         help="Serve /metrics here (0: off). Default DURABLE_METRICS_PORT.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
     sessions. Any number of replicas; one leads. Stops on SIGTERM."""

@@ -35,10 +35,10 @@ def home(tmp_path: Path) -> Iterator[LocalHome]:
     yield from private_home(tmp_path)
 
 
-def durable(home: LocalHome, *args: str | Path, cwd: Path = REPO
+def durable(home: LocalHome, *args: str | Path, cwd: Path = REPO, **env: str
             ) -> subprocess.CompletedProcess[str]:
     """Piped, as in a script: stdout and stderr captured, no terminal on stdin."""
-    return subprocess.run([*DURABLE, *map(str, args)], cwd=cwd, env=home.env(),
+    return subprocess.run([*DURABLE, *map(str, args)], cwd=cwd, env=home.env(**env),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S)
 
@@ -138,6 +138,9 @@ def test_errors_as_json_keep_their_exit_codes(home: LocalHome, tmp_path: Path) -
     assert "bad.yaml" in message and "max_iterations" in message
     json_error(durable(home, "submit", bad, "--json"), 2, "invalid_spec")
     json_error(durable(home, "run", "--json"), 2, "invalid_input")
+    for role in ("api", "scheduler"):  # a bad setting stops a role before it serves
+        assert "DURABLE_SHARDS" in json_error(
+            durable(home, role, "--json", DURABLE_SHARDS="abc"), 2, "misconfigured")
     # Without --json the same errors are one line on stderr, stdout empty.
     plain = durable(home, "status", UNKNOWN)
     assert plain.returncode == 1 and plain.stdout == ""
