@@ -134,12 +134,14 @@ class Keys:
 
     def session_suffixes(self) -> dict[str, str]:
         """What follows `session_prefix + id` in each key take.lua spells from a stream
-        entry's session id (results, order, events, held, and the journals' prefix)."""
+        entry's session id (results, order, events, held, the journals' and the
+        conversations' prefixes)."""
         sid = "00000000-0000-4000-8000-000000000000"  # any id: only the spelling counts
         base = self.meta(sid)
         keys = {"results": self.results(sid), "order": self.order(sid),
                 "events": self.events(sid), "held": self.held(sid),
-                "journal_prefix": self.journal_prefix(sid)}
+                "journal_prefix": self.journal_prefix(sid),
+                "conversation_prefix": self.conversation_prefix(sid)}
         return {name: key[len(base):] for name, key in keys.items()}
 
     def meta(self, session_id: str) -> str:

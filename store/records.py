@@ -106,6 +106,8 @@ class TakenEntry:
     fields: dict[str, str]
     gate: GateOutcome | None = None
     order_len: int = 0  # the session's commit-order length at the gate ('run')
+    # The step's conversation lane at the gate: its length and newest items ('run').
+    lane: tuple[int, list[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,8 @@ class TakeArgs:
     wanted: str  # meta fields to return, JSON array
     now_iso: str  # the step_started event's time
     events_max: int
+    conversation_prefix: str  # + the lane: the step's conversation
+    page: int  # conversation items returned (the newest)
 
 
 # -- commit.lua ---------------------------------------------------------------------

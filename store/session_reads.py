@@ -59,18 +59,22 @@ class SessionReads(StoreBase):
                                        block=block_ms)
         return [entry for _, batch in reply or [] for entry in as_entries(batch)]
 
-    async def conversation(self, session_id: str, lane: str, window: int = 0
+    async def conversation(self, session_id: str, lane: str, window: int = 0,
+                           prefetched: tuple[int, list[str]] | None = None
                            ) -> list[dict[str, Any]]:
         """The lane's conversation to restore (store/conversation.py): the whole of it
-        since its latest compaction, at most `window` newest messages (0: no ceiling)."""
+        since its latest compaction, at most `window` newest messages (0: no ceiling).
+        `prefetched`: its length and newest page as the step's gate read them (take.lua)."""
         key = self.keys.conversation(session_id, lane)
-        # The length and the newest page in one round trip (one transaction, so they
-        # agree); `restore` reads further back only past a page without a compaction.
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.llen(key)
-            pipe.lrange(key, -PAGE, -1)
-            length, newest = await pipe.execute()
-        length = int(length)
+        if prefetched is None:
+            # The length and the newest page in one round trip (one transaction, so they
+            # agree); `restore` reads further back only past a page without a compaction.
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.llen(key)
+                pipe.lrange(key, -PAGE, -1)
+                count, page = await pipe.execute()
+            prefetched = (int(count), page)
+        length, newest = prefetched
         first = (max(0, length - PAGE), length - 1)
 
         async def read(start: int, stop: int) -> list[bytes | str]:

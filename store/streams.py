@@ -8,6 +8,7 @@ from typing import Any
 
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, as_str_map
+from strands_durable.store.conversation import PAGE
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.records import (
     GATE_FIELDS,
@@ -41,7 +42,7 @@ class StreamReads(StoreBase):
             args=TakeArgs(group=CONSUMER_GROUP, consumer=consumer, count=count,
                           session_prefix=self.keys.session_prefix(shard), **suffixes,
                           wanted=json.dumps(list(GATE_FIELDS)), now_iso=now_iso,
-                          events_max=self.events_max))
+                          events_max=self.events_max, page=PAGE))
         return [_taken(item) for item in reply]
 
     async def claim_idle(self, shard: int, consumer: str, min_idle_ms: int, cursor: str,
@@ -103,4 +104,6 @@ def _taken(item: list[Any]) -> TakenEntry:
     values = dict(zip(GATE_FIELDS, (as_str(v) for v in item[3]), strict=True))
     flat = [as_str(v) for v in item[5]]
     journal = dict(zip(flat[::2], flat[1::2], strict=True))
-    return TakenEntry(entry_id, fields, GateOutcome("run", values, [], journal), int(item[4]))
+    lane = (int(item[6]), [as_str(m) for m in item[7]])
+    return TakenEntry(entry_id, fields, GateOutcome("run", values, [], journal), int(item[4]),
+                      lane)

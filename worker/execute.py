@@ -60,6 +60,8 @@ class StepRun:
     worker: str = ""
     spec_digest: str = ""
     journal: dict[str, str] = field(default_factory=dict)
+    # The lane's length and newest page as the gate read them (take.lua), if it did.
+    conversation: tuple[int, list[str]] | None = None
 
 
 def model_config(spec: Spec, agent_id: str) -> ModelConfig:
@@ -117,7 +119,8 @@ class StepExecutor:
         # The whole committed conversation since its latest compaction, under the
         # operator's ceiling (0: none).
         history = await self.store.conversation(job.session_id, job.conversation_lane,
-                                                self.settings.conversation_window)
+                                                self.settings.conversation_window,
+                                                run.conversation)
         prompt = system_prompt(spec, job.agent, job.system_prompt)
         reply = await call_agent(model, system_prompt=prompt, history=history,
                                  prompt=job.input,

@@ -173,7 +173,8 @@ class StepRunner:
         variables = json.loads(fields["variables"] or "{}")
         self.crash.reached("after_gate")
         run = StepRun(entry_id=entry_id, worker=self.consumer,
-                      spec_digest=fields["spec_digest"], journal=gate.journal)
+                      spec_digest=fields["spec_digest"], journal=gate.journal,
+                      conversation=gated.lane if gated is not None else None)
         # The step's span (when its session is traced): Strands' spans nest under it.
         facts = StepFacts(self.consumer, reclaimed, len(gate.journal),
                           int(fields.get("steps") or 0))

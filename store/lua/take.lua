@@ -8,9 +8,11 @@
 -- KEYS: 1 the shard's stream
 -- ARGV: 1 group, 2 consumer, 3 count, 4 session key prefix, 5 results suffix,
 --       6 order suffix, 7 events suffix, 8 held suffix, 9 journal prefix suffix,
---       10 meta fields wanted (JSON array), 11 now iso, 12 events max
+--       10 meta fields wanted (JSON array), 11 now iso, 12 events max,
+--       13 conversation prefix suffix, 14 conversation page (items)
 -- Returns one item per entry: {id, fields, verdict} and, for 'run',
---       {..., values, commit-order length, journal fields}
+--       {..., values, commit-order length, journal fields, lane length, the lane's
+--       newest page} (what the step restores its conversation from: one round trip less)
 local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local got = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', tonumber(ARGV[3]),
   'STREAMS', stream, '>')
@@ -42,8 +44,12 @@ local function gate_one(id, raw, job_json, job)
     'detail', '')
   local values = redis.call('HMGET', meta, unpack(wanted))
   for i = 1, #values do if not values[i] then values[i] = '' end end
+  local lane = job['lane']
+  if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
+  local conversation = meta .. ARGV[13] .. tostring(lane)
   return {id, raw, 'run', values, redis.call('LLEN', meta .. ARGV[6]),
-    redis.call('HGETALL', meta .. ARGV[9] .. step)}
+    redis.call('HGETALL', meta .. ARGV[9] .. step), redis.call('LLEN', conversation),
+    redis.call('LRANGE', conversation, -tonumber(ARGV[14]), -1)}
 end
 
 local out = {}

@@ -29,7 +29,7 @@ async def test_a_running_session_gets_run_with_what_gate_returns(store: Store) -
     [entry] = await take(store)
     assert entry.gate is not None and entry.gate.verdict == "run"
     assert entry.gate.fields["version"] == "1" and entry.gate.fields["spec_digest"] == "d"
-    assert entry.order_len == 0 and entry.gate.journal == {}
+    assert entry.order_len == 0 and entry.gate.journal == {} and entry.lane == (0, [])
     assert StepJob.from_json(entry.fields["job"]).key == "step:0"
     assert await pending_under(store, entry.entry_id) == "c1"  # the fence holds for commit
     started = [e for e in await store.events(sid) if e[1]["type"] == "step_started"]
@@ -46,9 +46,17 @@ async def test_commit_after_take_is_fenced_and_tells_its_place(store: Store) -> 
     job = StepJob.from_json(entry.fields["job"])
     stale = await store.commit(commit_request(job, entry.entry_id, "c2"))
     assert stale.verdict == "stale"
-    outcome = await store.commit(commit_request(job, entry.entry_id, "c1"))
+    following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
+    outcome = await store.commit(commit_request(job, entry.entry_id, "c1",
+                                                next_jobs=(following,)))
     assert (outcome.verdict, outcome.position) == ("ok", 1)
     assert await store.redis.lrange(store.keys.order(sid), 0, -1) == ["step:0"]
+    # The next step comes with the conversation it restores, as the store reads it.
+    [entry] = await take(store)
+    assert entry.order_len == 1 and entry.lane is not None and entry.lane[0] == 2
+    assert await store.conversation(sid, "a", prefetched=entry.lane) \
+        == await store.conversation(sid, "a")
+    assert [m["role"] for m in await store.conversation(sid, "a")] == ["user", "assistant"]
 
 
 async def test_paused_session_holds_the_taken_step(store: Store) -> None:
