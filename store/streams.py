@@ -92,6 +92,17 @@ class StreamReads(StoreBase):
                                    for i in range(0, len(e[1]), 2)}) for e in res[1]]
         return ClaimedEntries(as_str(res[0]), entries, bool(int(res[2])))
 
+    async def recent_job_agent(self, session_id: str, step: str, count: int) -> str:
+        """The agent of `step`'s job among the newest `count` entries of its session's
+        shard stream ("" when it is not among them): what a progress line shows."""
+        entries = await self.redis.xrevrange(self.keys.stream(self.keys.shard(session_id)),
+                                             count=count)
+        for _, fields in entries:
+            f = as_str_map(fields)
+            if f.get("sid") == session_id and f.get("step") == step:
+                return str(json.loads(f.get("job", "{}")).get("agent", ""))
+        return ""
+
 
 def _taken(item: list[Any]) -> TakenEntry:
     raw = [as_str(x) for x in item[1]]  # a stream entry's fields: always pairs
@@ -107,3 +118,4 @@ def _taken(item: list[Any]) -> TakenEntry:
     lane = (int(item[6]), [as_str(m) for m in item[7]])
     return TakenEntry(entry_id, fields, GateOutcome("run", values, [], journal), int(item[4]),
                       lane)
+

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -46,12 +45,7 @@ class RunningSteps:
 
 async def agent_of(store: Store, session_id: str, step: str) -> str:
     """The agent of `step`'s job, from the newest entries of its shard's stream."""
-    entries = await store.redis.xrevrange(store.keys.stream(store.keys.shard(session_id)),
-                                          count=RECENT_JOBS)
-    for _, fields in entries:
-        if fields.get("sid") == session_id and fields.get("step") == step:
-            return str(json.loads(fields.get("job", "{}")).get("agent", ""))
-    return ""
+    return await store.recent_job_agent(session_id, step, RECENT_JOBS)
 
 
 async def track(settings: DurableSettings, session_id: str, running: RunningSteps) -> None:

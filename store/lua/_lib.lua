@@ -29,6 +29,12 @@ end
 
 -- A session's events are capped at about `maxlen` (DURABLE_EVENTS_MAX): the oldest go
 -- first, in whole stream nodes (MAXLEN ~), so a session never grows without bound.
+-- One event (field, value, field, value...) on a session's events, capped: every event
+-- write goes through here.
+local function add_event(events_key, maxlen, ...)
+  redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', ...)
+end
+
 local function add_events(events_key, events_json, maxlen)
   if events_json == nil or events_json == '' then return end
   for _, ev in ipairs(cjson.decode(events_json)) do
@@ -37,7 +43,7 @@ local function add_events(events_key, events_json, maxlen)
       args[#args + 1] = k
       args[#args + 1] = tostring(v)
     end
-    redis.call('XADD', events_key, 'MAXLEN', '~', maxlen, '*', unpack(args))
+    add_event(events_key, maxlen, unpack(args))
   end
 end
 

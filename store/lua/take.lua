@@ -39,9 +39,8 @@ local function gate_one(id, raw, job_json, job)
     return {id, raw, 'held'}
   end
   -- step_started, as the worker writes it for gate.lua (Event.to_fields).
-  redis.call('XADD', meta .. ARGV[7], 'MAXLEN', '~', ARGV[12], '*', 'type', 'step_started',
-    'step', step, 'attempt', tostring(job['attempt']), 'worker', consumer, 'at', ARGV[11],
-    'detail', '')
+  add_event(meta .. ARGV[7], ARGV[12], 'type', 'step_started', 'step', step,
+    'attempt', tostring(job['attempt']), 'worker', consumer, 'at', ARGV[11], 'detail', '')
   local values = redis.call('HMGET', meta, unpack(wanted))
   for i = 1, #values do if not values[i] then values[i] = '' end end
   local lane = job['lane']
