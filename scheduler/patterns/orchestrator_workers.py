@@ -21,9 +21,10 @@ strands-cli behaviours matched (exec/orchestrator_workers.py @929836b):
   means []. A reply that does not parse is retried up to 2 times (3 attempts) with
   strands-cli's clarification prompt, then the session fails naming the step and reply.
 - limits.max_workers (and runtime.max_parallel, when the spec sets it) bounds
-  CONCURRENCY (strands-cli's semaphore), not the number of tasks: at most max_workers workers of a round are scheduled at a time, the next
-  task is scheduled as one completes. Worker input is the task text; each worker
-  has its own conversation lane; worker_template.tools travels in job meta.
+  CONCURRENCY (strands-cli's semaphore), not the number of tasks: at most max_workers
+  workers of a round are scheduled at a time, the next task is scheduled as one
+  completes. Worker input is the task text; each worker has its own conversation
+  lane; worker_template.tools travels in job meta.
 - Rounds: strands-cli runs exactly one (it rejects max_rounds != 1). Extension:
   with limits.max_rounds = R > 1, once every worker of round r has completed and
   r < R, the orchestrator is called again (orchestrate:<r+1>) with the previous
