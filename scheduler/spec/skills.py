@@ -168,3 +168,6 @@ def check_notes_file(spec: Spec, source: str) -> None:
         raise SpecError(source, where, f"{notes.file!r}: the notes file is written with "
                         "the artifacts (durable run --out DIR), so its path must be "
                         "relative and may not contain '..'")
+    if not path.parts:  # '.' or './': no file name left to write the notes to
+        raise SpecError(source, where, f"{notes.file!r}: expected a file name, "
+                        "e.g. notes.md")

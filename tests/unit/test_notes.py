@@ -147,7 +147,7 @@ def test_the_prompt_with_notes_is_strands_clis_section() -> None:
 
 
 @pytest.mark.parametrize("path", ["/tmp/notes.md", "../notes.md", "a/../../notes.md", " ",
-                                  "a\nb.md"])
+                                  "a\nb.md", ".", "./", "./."])
 def test_a_notes_file_outside_the_output_dir_is_refused(path: str) -> None:
     with pytest.raises(SpecError) as err:
         chain({"file": path})
