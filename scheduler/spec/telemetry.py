@@ -11,6 +11,7 @@ on the fleet it must be one the operator allows, else the spec is refused at sub
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -118,6 +119,14 @@ def shown(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+def _masked(url: str) -> str:
+    """An endpoint for a message: bounded, unprintables escaped, its user and password
+    masked even where it is no URL (a password may hold '/', so up to the last '@')."""
+    masked = re.sub(r"//[\s\S]*@", "//***@", url.strip())
+    text = masked[:200] + ("..." if len(masked) > 200 else "")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _port(url: str) -> int | None:
     try:
         return urlsplit(url).port
@@ -194,7 +203,7 @@ def check_telemetry(spec: Spec, source: str, policy: TelemetryPolicy | None = No
     where = "telemetry.otel.endpoint"
     problem = _endpoint_problem(otel.endpoint)
     if problem is not None:
-        raise SpecError(source, where, f"{otel.endpoint[:200]!r}: {problem}")
+        raise SpecError(source, where, f"{_masked(otel.endpoint)!r}: {problem}")
     if is_local_run() if local is None else local:
         return
     policy = policy or current_telemetry_policy()
@@ -203,8 +212,8 @@ def check_telemetry(spec: Spec, source: str, policy: TelemetryPolicy | None = No
     if endpoint_allowed(url, env, policy.allowed_endpoints):
         return
     own = shown(env.traces_endpoint) if env.traces_endpoint else "none"
-    raise SpecError(source, where, f"traces would go to {shown(url)}, an endpoint this "
-                    "fleet does not export to (it sends prompts and replies there); "
+    raise SpecError(source, where, f"traces would go to {_masked(shown(url))}, an endpoint "
+                    "this fleet does not export to (it sends prompts and replies there); "
                     f"the fleet's own is {own} (OTEL_EXPORTER_OTLP_ENDPOINT) and "
                     "DURABLE_OTEL_ENDPOINTS allows "
                     f"{', '.join(map(shown, policy.allowed_endpoints)) or 'no other'}: "

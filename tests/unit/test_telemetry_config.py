@@ -167,6 +167,26 @@ def test_an_endpoint_that_is_no_http_url_is_refused_even_locally(endpoint: str) 
     assert caught.value.path == "telemetry.otel.endpoint"
 
 
+@pytest.mark.parametrize("endpoint", ["ftp://user:s3cret@h/x", "http://user:s3cret@h:99999",
+                                      "http://user:s3cret@[::1", "http://u:pa/s3cret@h:x"])
+def test_a_refused_endpoint_never_shows_its_password(endpoint: str) -> None:
+    from strands_durable.scheduler.spec.model import Spec
+
+    spec = Spec.model_validate(spec_with(endpoint))
+    with pytest.raises(SpecError) as caught:
+        check_telemetry(spec, "s", TelemetryPolicy(otel_endpoints="*"), OtelEnv(), local=True)
+    assert "s3cret" not in str(caught.value) and "user" not in str(caught.value)
+
+
+def test_a_huge_endpoint_gets_a_bounded_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    with pytest.raises(SpecError) as caught:
+        load_spec_data(spec_with("http://evil.example/" + "a" * 100_000))
+    assert caught.value.path == "telemetry.otel.endpoint"
+    assert len(str(caught.value)) < 1_000
+
+
 def test_durable_run_on_the_users_machine_honours_the_spec_endpoint() -> None:
     from strands_durable.scheduler.spec.model import Spec
 
