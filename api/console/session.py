@@ -127,7 +127,8 @@ def _budgets(form: dict[str, str]) -> dict[str, int]:
         text = form.get(name, "").strip()
         if not text:
             continue
-        if not text.isdigit() or not 0 < int(text) < 10**12:
+        # ASCII only: '²' is a digit to str.isdigit but no number to int()
+        if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 10**12:
             raise ConsoleError(422, "invalid_budget", f"budgets.{name}: {text[:40]!r} is not "
                                "a whole number from 1")
         sets[name] = int(text)
@@ -158,7 +159,7 @@ async def _act(request: Request, sid: str, action: str,
         await requeue(store, sid, step=form.get("step") or None)
     elif action == "fork":
         n = form.get("checkpoint", "")
-        if not n.isdigit() or not 0 < int(n) <= 10**9:
+        if not (n.isascii() and n.isdigit()) or not 0 < int(n) <= 10**9:
             raise ConsoleError(422, "invalid_checkpoint", f"checkpoint: {n[:40]!r} is not "
                                "a checkpoint number")
         new = await fork_from_checkpoint(store, sid, int(n), variables=_variables(form),

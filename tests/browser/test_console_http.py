@@ -211,3 +211,13 @@ async def test_sessions_are_paged_and_counted(app: FastAPI, browser: httpx.Async
     assert re.search(r'data-count="running">30<', counts)
     paged = (await browser.get("/ui", params={"workflow": "paged-1"})).text
     assert len(re.findall(r'href="/ui/sessions/[0-9a-f-]{36}"', paged)) == 15
+
+
+@pytest.mark.parametrize("field", [{"checkpoint": "²"}, {"checkpoint": "1", "max_steps": "²"},
+                                   {"checkpoint": "1", "max_tokens": "٣"}])
+async def test_digits_python_reads_as_no_number_are_a_422_not_a_500(
+        browser: httpx.AsyncClient, field: dict[str, str]) -> None:
+    csrf = csrf_of((await browser.get("/ui")).text)
+    sid = "00000000-0000-4000-8000-000000000000"
+    r = await browser.post(f"/ui/sessions/{sid}/fork", data={"csrf": csrf, **field})
+    assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
