@@ -64,15 +64,21 @@ def verify(token: str | None, value: str | None, now: float | None = None) -> Co
     if not value or len(value) > 200:
         raise SignInRequired()
     parts = value.split(".")
-    if len(parts) != 3 or not parts[1].isdigit():
+    # ASCII digits only: int() cannot read every str.isdigit() digit ('²')
+    if len(parts) != 3 or not (parts[1].isascii() and parts[1].isdigit()):
         raise SignInRequired()
     nonce, expiry, mac = parts
     key = _key(token)
-    if not hmac.compare_digest(mac, _mac(key, f"{nonce}.{expiry}")):
+    if not _same(mac, _mac(key, f"{nonce}.{expiry}")):
         raise SignInRequired()
     if int(expiry) < (now if now is not None else time.time()):
         raise SignInRequired()
     return ConsoleUser(nonce=nonce, csrf=_mac(key, f"csrf:{nonce}"))
+
+
+def _same(presented: str, expected: str) -> bool:
+    # As bytes: compare_digest raises TypeError for a str with non-ASCII characters.
+    return hmac.compare_digest(presented.encode(), expected.encode())
 
 
 def api_token(request: Request) -> str | None:
@@ -85,7 +91,7 @@ def current_user(request: Request) -> ConsoleUser:
 
 
 def check_csrf(user: ConsoleUser, presented: str | None) -> None:
-    if not presented or not hmac.compare_digest(presented, user.csrf):
+    if not presented or not _same(presented, user.csrf):
         raise BadCsrf()
 
 

@@ -221,3 +221,20 @@ async def test_digits_python_reads_as_no_number_are_a_422_not_a_500(
     sid = "00000000-0000-4000-8000-000000000000"
     r = await browser.post(f"/ui/sessions/{sid}/fork", data={"csrf": csrf, **field})
     assert r.status_code == 422 and r.headers["content-type"].startswith("text/html")
+
+
+def test_a_cookie_or_csrf_token_with_odd_characters_is_refused_not_a_crash() -> None:
+    for bad in ("a.1.é", "a.².x"):
+        with pytest.raises(auth.SignInRequired):
+            auth.verify("k", bad)
+    key = auth._key(None)  # with no token set anyone can sign a cookie: its expiry is read
+    with pytest.raises(auth.SignInRequired):
+        auth.verify(None, "n.².{}".format(auth._mac(key, "n.²")))
+    with pytest.raises(auth.BadCsrf):
+        auth.check_csrf(auth.ConsoleUser("n", "0" * 64), "é")
+
+
+async def test_a_non_ascii_csrf_field_is_a_403_page(browser: httpx.AsyncClient) -> None:
+    sid = "00000000-0000-4000-8000-000000000000"
+    r = await browser.post(f"/ui/sessions/{sid}/cancel", data={"csrf": "é" * 64})
+    assert r.status_code == 403 and "csrf_failed" in r.text
