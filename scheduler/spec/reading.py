@@ -78,7 +78,11 @@ def read_text(path: Path, source: str, limits: Limits) -> str:
     if path.is_file():  # a pipe or a device has no size to check before reading
         check_spec_size(size, source, limits)
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:  # bounded: a pipe or /dev/zero may never end
+            data = handle.read(limits.max_spec_bytes + 1)
+        check_spec_size(len(data), source, limits)
+        # Universal newlines, as Path.read_text gave (the spec's hash is of this text).
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except UnicodeDecodeError as error:
         raise SpecError(source, "", f"not UTF-8 text: {error}") from error
     except OSError as error:

@@ -908,3 +908,31 @@ def test_agent_prompts_are_used_as_written_not_rendered() -> None:
     data["agents"]["researcher"]["prompt"] = prompt
     loaded = load_spec_data(data, "literal.yaml")
     assert loaded.spec.agents["researcher"].prompt == prompt
+
+
+@pytest.mark.parametrize("loader", [load_spec_file, load_script_file])
+def test_a_pipe_is_read_only_up_to_the_size_limit(tmp_path: Path,
+                                                  loader: Callable[[Path], Any]) -> None:
+    """A pipe or a device (/dev/zero) has no size to check first: reading stops at the
+    limit rather than reading without end."""
+    import os
+    import threading
+
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        try:
+            with fifo.open("w") as handle:
+                handle.write("#" * (4 * 1024 * 1024) + "\n")
+        except BrokenPipeError:  # the reader stopped at the limit: as it should
+            pass
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        with pytest.raises(SpecError) as caught:
+            loader(fifo)
+    finally:
+        writer.join()
+    assert "DURABLE_MAX_SPEC_BYTES" in str(caught.value)
