@@ -23,6 +23,7 @@ Pure: reads the spec only.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 from strands_durable.errors import SpecError
 from strands_durable.scheduler.spec.model import Spec
@@ -41,6 +42,7 @@ UNKNOWABLE_TOOLS = frozenset({"python_exec"})
 SKILL_TOOL = "Skill"
 
 _WHERE = "security.guardrails"
+SHOWN_TOOLS = 20  # allow_tools entries quoted in a refusal
 
 
 def tool_allowed(allow_tools: list[str] | None, tool_id: str) -> bool:
@@ -71,12 +73,25 @@ def check_security(spec: Spec, source: str) -> None:
 
 def _check_allow_list(spec: Spec, guardrails: Guardrails, source: str) -> None:
     allowed = guardrails.allow_tools
-    shown = ", ".join(allowed or []) or "no tool at all"
+    listed = allowed or []
+    shown = ", ".join(listed[:SHOWN_TOOLS]) or "no tool at all"
+    if len(listed) > SHOWN_TOOLS:  # a message, not the list again
+        shown += f" and {len(listed) - SHOWN_TOOLS} more"
     for path, who, tool_id in _every_tool(spec):
         if not tool_allowed(allowed, tool_id):
             raise SpecError(source, path,
                             f"{who}tool {tool_id!r} is not in {_WHERE}.allow_tools "
                             f"(it permits {shown}); add it there or remove it")
+
+
+def _site(url: str) -> str:
+    """A URL's scheme and host for a message: never its user, password, or a long path."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    return f"{parts.scheme}://{host}"[:200] if host else "its base_url"
 
 
 def _every_tool(spec: Spec) -> Iterator[tuple[str, str, str]]:
@@ -104,7 +119,8 @@ def _check_no_network(spec: Spec, source: str) -> None:
     if tools.http_executors:
         executor = tools.http_executors[0]
         raise SpecError(source, "tools.http_executors[0]",
-                        f"{refuse} HTTP executor {executor.id!r} calls {executor.base_url}")
+                        f"{refuse} HTTP executor {executor.id!r} calls "
+                        f"{_site(executor.base_url)}")
     if tools.mcp:
         server = tools.mcp[0]
         what = ("is reached over HTTP" if server.transport == "http" else

@@ -134,3 +134,18 @@ def test_deny_network_keeps_offline_tools() -> None:
     loaded = load_spec_data(data, "s.yaml")
     assert [t.callable for t in loaded.spec.tools_for("helper").python] == [
         "calculator", "current_time"]
+
+
+def test_deny_network_never_shows_an_executors_password_and_is_bounded() -> None:
+    url = "https://user:s3cret@api.example.com/" + "p" * 50_000
+    error = refusal(spec({"deny_network": True},
+                         tools={"http_executors": [{"id": "api", "base_url": url}]}))
+    assert error.path == "tools.http_executors[0]" and "api.example.com" in error.problem
+    assert "s3cret" not in str(error) and len(str(error)) < 1_000
+
+
+def test_an_allow_list_is_shown_bounded() -> None:
+    allow = [f"tool_{i}_" + "x" * 40 for i in range(2_000)]
+    error = refusal(spec({"allow_tools": allow}, agent_tools=["calculator"],
+                         tools={"python": ["calculator"]}))
+    assert "calculator" in error.problem and len(str(error)) < 2_000
