@@ -198,6 +198,8 @@ def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) 
     """A literal artifact path that would land outside `out_dir` is a bad spec."""
     from strands_durable.scheduler.planning.artifacts import ArtifactPathError, safe_target
 
+    if out_dir.exists() and not out_dir.is_dir():  # else the run would end unwritten
+        raise ArtifactPathError(f"--out {out_dir}: not a folder")
     if not loaded.spec.outputs:
         return
     for i, artifact in enumerate(loaded.spec.outputs.artifacts):

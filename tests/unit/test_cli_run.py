@@ -71,6 +71,14 @@ def test_artifact_escaping_out_dir_is_refused_before_running(tmp_path: Path) -> 
     assert not (tmp_path / "escape.md").exists()
 
 
+def test_an_out_dir_that_is_a_file_is_refused_before_running(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    result = run("run", str(EXAMPLES / "chain-research.yaml"), "--var", "topic=x",
+                 "--out", str(tmp_path / "file"))
+    assert result.exit_code == 2 and "not a folder" in result.output
+    assert "✓ step:" not in result.output  # refused before any step ran
+
+
 def test_artifacts_see_the_run_itself(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
     spec = tmp_path / "spec.yaml"
