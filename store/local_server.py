@@ -162,8 +162,13 @@ def start_server(home: Path, sock: Path) -> None:
     binary = os.environ.get("DURABLE_REDIS_SERVER") or shutil.which("redis-server")
     if not binary:
         raise LocalStoreError(INSTALL_HINT)
-    with contextlib.suppress(FileNotFoundError):
+    try:
         sock.unlink()  # a dead server's socket
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a folder (or an entry we may not remove) in its place
+        raise LocalStoreError(f"{sock}: not a socket that can be replaced "
+                              f"({exc.strerror or exc}); remove it") from None
     try:
         subprocess.run(server_command(binary, home, sock), cwd=home, check=True, timeout=30,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ from strands_durable.store.local_server import (
     local_url,
     private_dir,
     socket_path,
+    start_server,
     state_dir,
 )
 from strands_durable.store.runner_lock import Holder
@@ -53,6 +54,12 @@ def test_the_store_folder_is_made_private(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(LocalStoreError, match=r"not a folder|File exists"):
         private_dir(tmp_path / "file")
+
+
+def test_a_socket_path_that_is_a_folder_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "redis.sock").mkdir()  # not a dead server's socket: nothing to remove
+    with pytest.raises(LocalStoreError, match=r"redis\.sock.*not a socket"):
+        start_server(tmp_path, tmp_path / "redis.sock")
 
 
 def test_holders_read_and_die_only_on_this_host() -> None:
