@@ -107,7 +107,11 @@ def answers(sock: Path, timeout_s: float = 1.0) -> bool:
 @contextlib.contextmanager
 def server_lock(home: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """The flock every start and every idle stop takes; released if its holder dies."""
-    fd = os.open(home / LOCKFILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(home / LOCKFILE, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:  # a folder in its place, or a file we may not write
+        raise LocalStoreError(f"{home / LOCKFILE}: cannot open the lock file "
+                              f"({exc.strerror or exc}); remove it") from None
     try:
         deadline = time.monotonic() + timeout_s
         while True:

@@ -15,6 +15,7 @@ from strands_durable.store.local_server import (
     LocalStoreError,
     local_url,
     private_dir,
+    server_lock,
     socket_path,
     start_server,
     state_dir,
@@ -60,6 +61,12 @@ def test_a_socket_path_that_is_a_folder_is_a_clear_error(tmp_path: Path) -> None
     (tmp_path / "redis.sock").mkdir()  # not a dead server's socket: nothing to remove
     with pytest.raises(LocalStoreError, match=r"redis\.sock.*not a socket"):
         start_server(tmp_path, tmp_path / "redis.sock")
+
+
+def test_a_lock_file_that_cannot_be_opened_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "server.lock").mkdir()
+    with pytest.raises(LocalStoreError, match=r"server\.lock.*remove it"), server_lock(tmp_path):
+        pass
 
 
 def test_holders_read_and_die_only_on_this_host() -> None:
