@@ -109,7 +109,8 @@ def server_lock(home: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]
     """The flock every start and every idle stop takes; released if its holder dies."""
     try:
         fd = os.open(home / LOCKFILE, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:  # a folder in its place, or a file we may not write
+    except (IsADirectoryError, PermissionError) as exc:  # a folder in its place, or a
+        # file we may not write; a home deleted under the reaper stays an OSError for it
         raise LocalStoreError(f"{home / LOCKFILE}: cannot open the lock file "
                               f"({exc.strerror or exc}); remove it") from None
     try:
