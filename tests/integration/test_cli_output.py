@@ -6,21 +6,24 @@ command (errors too), `--version`, `validate`, `--script` merged, the token tabl
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import pty
 import re
+import select
 import struct
 import subprocess
 import sys
 import termios
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import EXAMPLES, REPO
+from helpers import EXAMPLES, REPO, StepBreakpoints
 from local_store import DURABLE, RUN_TIMEOUT_S, LocalHome, private_home
 
 GRAPH = EXAMPLES / "graph-code-review-loop.yaml"
@@ -196,11 +199,19 @@ def test_delete_asks_and_refuses_without_a_terminal(home: LocalHome) -> None:
 
 def test_on_a_terminal_a_progress_line_and_folded_ids(home: LocalHome,
                                                       tmp_path: Path) -> None:
-    slow = tmp_path / "slow.yaml"
-    slow.write_text("delay_s: 0.5\n")  # merged: the spec's rules, each reply 0.5 s
-    code, screen = on_terminal(home, "run", CHAIN, "--script", slow)
+    # Each step waits at a breakpoint until its progress line is on the screen: the
+    # line is seen while the step runs, whatever the machine's speed.
+    breakpoints = StepBreakpoints(tmp_path / "breakpoints")
+    shown = [("step:0", "researcher"), ("step:1", "analyst"), ("step:2", "writer")]
+    for key, _ in shown:
+        breakpoints.set("chain-research", key)
+    release = [(f"running {key} {agent} ",
+                functools.partial(breakpoints.clear, "chain-research", key))
+               for key, agent in shown]
+    code, screen = on_terminal(home, "run", CHAIN, release=release,
+                               DURABLE_BREAKPOINT_DIR=str(breakpoints.directory))
     assert code == 0, screen
-    for key, agent in (("step:0", "researcher"), ("step:1", "analyst"), ("step:2", "writer")):
+    for key, agent in shown:
         assert f"running {key} {agent} " in screen
     sid = re.search(r"session (\S{36})", screen)
     assert sid is not None
@@ -211,18 +222,25 @@ def test_on_a_terminal_a_progress_line_and_folded_ids(home: LocalHome,
 
 
 def on_terminal(home: LocalHome, *args: str | Path, answer: bytes = b"",
-                columns: int = 100) -> tuple[int, str]:
-    """Run `durable ARGS` on a pseudo-terminal `columns` wide; its exit code and screen."""
+                columns: int = 100,
+                release: Sequence[tuple[str, Callable[[], None]]] = (),
+                **env_extra: str) -> tuple[int, str]:
+    """Run `durable ARGS` on a pseudo-terminal `columns` wide; its exit code and screen.
+    `release`: (text, action) in order, each action run once its text is on the screen."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {k: v for k, v in home.env().items() if k not in ("COLUMNS", "LINES")}
+    env = {k: v for k, v in home.env(**env_extra).items() if k not in ("COLUMNS", "LINES")}
     process = subprocess.Popen([*DURABLE, *map(str, args)], cwd=REPO, env=env,
                                stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
     if answer:
         os.write(master, answer)  # the terminal holds it until the prompt reads it
-    chunks = []
-    while True:
+    pending = list(release)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not select.select([master], [], [], 1.0)[0]:
+            continue
         try:
             data = os.read(master, 65536)
         except OSError:  # EIO: the other side closed
@@ -230,10 +248,18 @@ def on_terminal(home: LocalHome, *args: str | Path, answer: bytes = b"",
         if not data:
             break
         chunks.append(data)
+        while pending and pending[0][0] in _plain(b"".join(chunks)):
+            pending.pop(0)[1]()
     os.close(master)
+    if process.poll() is None:
+        process.kill()  # past the deadline: the wait below reports it
     code = process.wait(timeout=RUN_TIMEOUT_S)
-    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
-    return code, screen.replace("\r", "")
+    return code, _plain(b"".join(chunks))
+
+
+def _plain(raw: bytes) -> str:
+    """A terminal's bytes as text: no escape sequences, no carriage returns."""
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw.decode(errors="replace")).replace("\r", "")
 
 
 if sys.platform != "linux":  # pragma: no cover - pty and /proc are Linux here
