@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from strands_durable.errors import SpecError
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.sections import Guardrails
-from strands_durable.scheduler.spec.tool_checks import tool_lists
+from strands_durable.scheduler.spec.tool_checks import jit_tools, tool_lists
 from strands_durable.scheduler.spec.tools import ToolsConfig
 from strands_durable.tools import native_name
 
@@ -106,8 +106,7 @@ def _every_tool(spec: Spec) -> Iterator[tuple[str, str, str]]:
     for path, agent, names in tool_lists(spec):
         for name in names:
             yield path, f"agent {agent!r}: ", name
-    retrieval = spec.context_policy.retrieval if spec.context_policy else None
-    for i, name in enumerate(retrieval.jit_tools if retrieval else []):
+    for i, name in enumerate(jit_tools(spec)):
         yield f"context_policy.retrieval.jit_tools[{i}]", "retrieval ", name
     if spec.skills:
         yield "skills", "the skills' ", SKILL_TOOL
@@ -128,9 +127,8 @@ def _check_no_network(spec: Spec, source: str) -> None:
         raise SpecError(source, "tools.mcp[0]", f"{refuse} MCP server {server.id!r} {what}")
     named = [(f"tools.python[{i}]", python.callable) for i, python in enumerate(tools.python)]
     named += [(path, name) for path, _, names in tool_lists(spec) for name in names]
-    retrieval = spec.context_policy.retrieval if spec.context_policy else None
     named += [(f"context_policy.retrieval.jit_tools[{i}]", name)
-              for i, name in enumerate(retrieval.jit_tools if retrieval else [])]
+              for i, name in enumerate(jit_tools(spec))]
     for path, name in named:
         short = native_name(name)
         if short in NETWORK_TOOLS:

@@ -20,12 +20,12 @@ from strands.types.tools import AgentTool, ToolResult, ToolSpec, ToolUse
 
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.sections import Skill
+from strands_durable.scheduler.spec.security import SKILL_TOOL, tool_allowed
 from strands_durable.scheduler.spec.skills import SkillFiles, skill_library
 from strands_durable.worker.tools.results import error_result
 
 __all__ = ["SKILL_TOOL", "TOOL_SPEC", "answer", "skill_tool", "skills_allowed"]
 
-SKILL_TOOL = "Skill"
 LOADED_HEADER = "# Loaded Skill"  # both headers start so: a success that loaded content
 
 TOOL_SPEC: ToolSpec = {
@@ -71,7 +71,7 @@ def skills_allowed(spec: Spec) -> bool:
     `allow_tools` (the loader refuses a spec whose list leaves it out) has it."""
     guardrails = spec.security.guardrails if spec.security else None
     allowed = guardrails.allow_tools if guardrails else None
-    return bool(spec.skills) and (allowed is None or SKILL_TOOL in allowed)
+    return bool(spec.skills) and tool_allowed(allowed, SKILL_TOOL)
 
 
 def answer(tool: ToolUse, skills: Mapping[str, Skill], library: Mapping[str, SkillFiles],
