@@ -1,0 +1,319 @@
+"""A real, throw-away Redis Cluster on loopback ports for tests (never :6379).
+
+`start_cluster(primaries=3, replicas=1)` starts one redis-server per node, each in its own
+tmp dir with cluster mode on, joins them with `redis-cli --cluster create`, and returns
+once every node reports cluster_state:ok and every replica is synced. The cluster can
+then lose a primary (`kill_primary`, `wait_for_failover`), get a node back (`restart`),
+and move a slot (`migrate_slot`, or `begin_migration` / `move_keys` / `finish_migration`
+to hold a slot half-migrated: the ASK window). `stop()` SIGKILLs every pid it started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import redis
+
+T = TypeVar("T")
+HOST = "127.0.0.1"
+# Short enough that a failover takes a few seconds, long enough that a busy 2-core
+# machine does not see spurious failovers.
+NODE_TIMEOUT_MS = 2000
+
+
+def _wait(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    deadline = time.monotonic() + timeout_s
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except (redis.RedisError, OSError) as exc:
+            last_error = exc
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"cluster: timed out after {timeout_s}s waiting for {what}"
+                               + (f" (last error: {last_error})" if last_error else ""))
+        time.sleep(0.05)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    while True:
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = int(s.getsockname()[1])
+        if port == 6379 or port + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as bus:
+                bus.bind((HOST, port + 10000))
+        except OSError:
+            continue
+        return port
+
+
+@dataclass
+class ClusterNode:
+    port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+    password: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host=HOST, port=self.port, password=self.password,
+                           socket_timeout=2, socket_connect_timeout=1,
+                           decode_responses=True)
+
+    def node_id(self) -> str:
+        with self.client() as c:
+            return str(c.execute_command("CLUSTER", "MYID"))
+
+    def role(self) -> str:
+        """'master' or 'slave' (what ROLE says)."""
+        with self.client() as c:
+            return str(c.execute_command("ROLE")[0])
+
+    def start(self, node_timeout_ms: int) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
+        cmd = [binary, "--port", str(self.port), "--bind", HOST, "--save", "",
+               "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+               "--dir", str(self.directory), "--cluster-enabled", "yes",
+               "--cluster-config-file", "nodes.conf",
+               "--cluster-node-timeout", str(node_timeout_ms)]
+        if self.password:
+            cmd += ["--requirepass", self.password, "--masterauth", self.password]
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        _wait(self._pings, 10, f"redis-server on port {self.port}")
+
+    def _pings(self) -> bool:
+        if not self.alive:
+            raise RuntimeError(f"redis-server on port {self.port} exited")
+        with self.client() as c:
+            return bool(c.ping())
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+@dataclass
+class LocalCluster:
+    nodes: list[ClusterNode]
+    replicas: int
+    node_timeout_ms: int = NODE_TIMEOUT_MS
+    password: str | None = None
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="durable-cluster-")))
+
+    # -- views -------------------------------------------------------------------------------
+    def node(self, port: int) -> ClusterNode:
+        for n in self.nodes:
+            if n.port == port:
+                return n
+        raise KeyError(f"no node on port {port}")
+
+    def alive(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.alive]
+
+    def primaries(self) -> list[ClusterNode]:
+        return [n for n in self.alive() if n.role() == "master"]
+
+    def replica_nodes(self) -> list[ClusterNode]:
+        return [n for n in self.alive() if n.role() == "slave"]
+
+    @property
+    def seeds(self) -> list[tuple[str, int]]:
+        return [(HOST, n.port) for n in self.nodes]
+
+    @property
+    def url(self) -> str:
+        """The cluster URL the package reads (every node a seed; the password, if any)."""
+        auth = f":{self.password}@" if self.password else ""
+        return "redis+cluster://" + auth + ",".join(n.address for n in self.nodes) + "/"
+
+    def client(self) -> redis.RedisCluster:
+        """A sync cluster client for test assertions (decoded responses)."""
+        live = self.alive()
+        return redis.RedisCluster(
+            startup_nodes=[redis.cluster.ClusterNode(HOST, n.port) for n in live],
+            password=self.password, decode_responses=True, socket_timeout=2)
+
+    def slot_of(self, key: str) -> int:
+        with self.alive()[0].client() as c:
+            return int(c.execute_command("CLUSTER", "KEYSLOT", key))
+
+    def owner_of_slot(self, slot: int) -> ClusterNode:
+        """The primary serving `slot` (as the first live node sees it)."""
+        for n in self.alive():
+            with n.client() as c:
+                for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                    if int(start) <= slot <= int(end):
+                        return self.node(int(primary[1]))
+        raise RuntimeError(f"no node serves slot {slot}")
+
+    def primary_port_of_key(self, key: str) -> int:
+        return self.owner_of_slot(self.slot_of(key)).port
+
+    # -- life --------------------------------------------------------------------------------
+    def _create(self) -> None:
+        cmd = ["redis-cli"]
+        if self.password:
+            cmd += ["-a", self.password, "--no-auth-warning"]
+        cmd += ["--cluster", "create", *[n.address for n in self.nodes],
+                "--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout[-2000:]}"
+                               f"{done.stderr[-2000:]}")
+
+    def healthy(self) -> bool:
+        """Every live node: cluster_state ok, all slots assigned, knows all live nodes,
+        and agrees with the others on who serves each slot; every replica is synced."""
+        live = self.alive()
+        views = set()
+        for n in live:
+            with n.client() as c:
+                info = c.execute_command("CLUSTER", "INFO")
+                if "cluster_state:ok" not in info or "cluster_slots_assigned:16384" not in info:
+                    return False
+                views.add(tuple(sorted((int(s), int(e), int(p[1]))
+                                       for s, e, p, *_ in c.execute_command("CLUSTER", "SLOTS"))))
+                replication = c.info("replication")
+                if replication["role"] == "slave" and replication.get("master_link_status") != "up":
+                    return False
+        return len(views) == 1
+
+    def wait_healthy(self, timeout_s: float = 60) -> None:
+        _wait(self.healthy, timeout_s, "cluster_state:ok on every node")
+
+    def kill_primary(self, port: int | None = None) -> ClusterNode:
+        """SIGKILL a primary (the given port, else the first one); returns its node."""
+        node = self.node(port) if port is not None else self.primaries()[0]
+        if node.role() != "master":
+            raise RuntimeError(f"node {node.port} is not a primary")
+        node.kill()
+        return node
+
+    def wait_for_failover(self, killed: ClusterNode | None = None,
+                          timeout_s: float = 60) -> None:
+        """Wait until a replica serves the killed primary's slots and the surviving nodes
+        agree on the topology (cluster_state:ok everywhere)."""
+        def promoted() -> bool:
+            if killed is not None:
+                for n in self.alive():
+                    with n.client() as c:
+                        owners = {int(p[1]) for _, _, p, *_ in
+                                  c.execute_command("CLUSTER", "SLOTS")}
+                        if killed.port in owners:
+                            return False
+            return self.healthy()
+        _wait(promoted, timeout_s, "a replica to take over the killed primary's slots")
+
+    def restart(self, port: int) -> ClusterNode:
+        """Start a killed node again (same dir and nodes.conf: it rejoins, as a replica of
+        whoever took its slots)."""
+        node = self.node(port)
+        if node.alive:
+            raise RuntimeError(f"node {port} is running")
+        node.start(self.node_timeout_ms)
+        return node
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- resharding -------------------------------------------------------------------------
+    def begin_migration(self, slot: int, target_port: int) -> ClusterNode:
+        """Mark `slot` IMPORTING on the target and MIGRATING on its owner; returns the owner.
+        Keys not yet moved are served by the owner; moved ones answer ASK."""
+        source = self.owner_of_slot(slot)
+        target = self.node(target_port)
+        if source.port == target.port:
+            raise ValueError(f"slot {slot} is already on {target_port}")
+        with target.client() as t:
+            t.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source.node_id())
+        with source.client() as s:
+            s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target.node_id())
+        return source
+
+    def move_keys(self, slot: int, source: ClusterNode, target_port: int,
+                  batch: int = 100, limit: int | None = None) -> int:
+        """MIGRATE up to `limit` keys (all, if None) of `slot` from source to target."""
+        moved = 0
+        with source.client() as s:
+            while limit is None or moved < limit:
+                count = batch if limit is None else min(batch, limit - moved)
+                keys = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, count)
+                if not keys:
+                    break
+                args: list[object] = [HOST, target_port, "", 0, 5000]
+                if self.password:
+                    args += ["AUTH", self.password]
+                s.execute_command("MIGRATE", *args, "KEYS", *keys)
+                moved += len(keys)
+        return moved
+
+    def finish_migration(self, slot: int, target_port: int) -> None:
+        """Give `slot` to the target on every primary (target first, as redis-cli does)."""
+        target = self.node(target_port)
+        target_id = target.node_id()
+        for n in [target] + [p for p in self.primaries() if p.port != target_port]:
+            with n.client() as c:
+                c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+    def migrate_slot(self, slot: int, target_port: int) -> None:
+        """Move `slot` and all its keys to the primary on `target_port`."""
+        source = self.begin_migration(slot, target_port)
+        self.move_keys(slot, source, target_port)
+        self.finish_migration(slot, target_port)
+        _wait(lambda: self.owner_of_slot(slot).port == target_port, 30,
+              f"slot {slot} to be served by {target_port}")
+
+
+def start_cluster(primaries: int = 3, replicas: int = 1, password: str | None = None,
+                  node_timeout_ms: int = NODE_TIMEOUT_MS) -> LocalCluster:
+    """`primaries` primaries with `replicas` replicas each, healthy; stop() it after use."""
+    if primaries < 3:
+        raise ValueError("redis-cli --cluster create needs at least 3 primaries")
+    cluster = LocalCluster(nodes=[], replicas=replicas, node_timeout_ms=node_timeout_ms,
+                           password=password)
+    try:
+        for i in range(primaries * (1 + replicas)):
+            directory = cluster.root / f"node{i}"
+            directory.mkdir()
+            node = ClusterNode(port=_cluster_port(), directory=directory, password=password)
+            cluster.nodes.append(node)
+            node.start(node_timeout_ms)
+        cluster._create()
+        cluster.wait_healthy()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
