@@ -131,7 +131,7 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
 
 @pytest.mark.parametrize(("values", "where"), [
     ({"worker": {"replica": 3}}, "'replica' not allowed"),
-    ({"redis": {"mode": "cluster"}}, "/redis/mode"),
+    ({"redis": {"mode": "redis-cluster"}}, "/redis/mode"),
     ({"redis": {"mode": "sentinel"}}, "/redis/sentinel/hosts"),
     ({"redis": {"sentinel": {"hosts": ["a:1,b:2"]}}}, "/redis/sentinel/hosts/0"),
     ({"settings": {"shards": 0}}, "/settings/shards"),

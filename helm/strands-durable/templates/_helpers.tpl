@@ -70,7 +70,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- if .Values.redis.existingSecret -}}{{ .Values.redis.existingSecretPasswordKey }}{{- else if .Values.redis.password -}}redis-password{{- end -}}
 {{- end -}}
 
-{{/* DURABLE_REDIS_URL built from values (store/redis_url.py reads the sentinel form) */}}
+{{/* DURABLE_REDIS_URL built from values (store/redis_url.py reads the sentinel and
+cluster forms; a cluster has db 0 only, so its URL names none) */}}
 {{- define "sd.redisUrl" -}}
 {{- $r := .Values.redis -}}
 {{- $auth := "" -}}
@@ -81,6 +82,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- if eq $r.mode "sentinel" -}}
 {{- printf "%s://%s%s/%s/%d" (ternary "rediss+sentinel" "redis+sentinel" $r.tls) $auth (join "," $r.sentinel.hosts) (urlquery $r.sentinel.masterName) (int $r.db) -}}
+{{- else if eq $r.mode "cluster" -}}
+{{- printf "%s://%s%s/" (ternary "rediss+cluster" "redis+cluster" $r.tls) $auth (join "," $r.cluster.nodes) -}}
 {{- else -}}
 {{- printf "%s://%s%s:%d/%d" (ternary "rediss" "redis" $r.tls) $auth $r.host (int $r.port) (int $r.db) -}}
 {{- end -}}
