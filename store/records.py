@@ -15,9 +15,8 @@ from strands_durable.models import Event, SessionStatus, StepJob, StepResult, To
 class NewSession:
     workflow_name: str
     pattern_type: str
-    spec_hash: str
-    spec_text: str
-    spec_json: str
+    spec_hash: str  # sha256 of the spec text as submitted (the text itself is not kept)
+    spec_json: str  # the effective spec: what every reader rebuilds it from
     spec_digest: str
     source: str
     variables: dict[str, Any]

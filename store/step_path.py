@@ -255,7 +255,7 @@ def _meta_fields(new: NewSession, sid: str, shard: int) -> dict[str, Any]:
     return {
         "session_id": sid, "workflow_name": new.workflow_name,
         "pattern_type": new.pattern_type, "spec_hash": new.spec_hash,
-        "spec_text": new.spec_text, "spec_json": new.spec_json,
+        "spec_json": new.spec_json,
         "spec_digest": new.spec_digest, "source": new.source,
         "variables": dumps(new.variables), "state": dumps(new.state),
         "created_at": new.created_at, "updated_at": new.created_at,

@@ -45,7 +45,7 @@ UNCLEAN_EVENTS = frozenset({EventType.STEP_FAILED, EventType.STEP_RETRIED,
                             EventType.STEP_RECLAIMED, EventType.STEP_DEAD_LETTERED,
                             EventType.STEP_REQUEUED})
 # Meta fields a fork copies unchanged: the spec snapshot.
-SPEC_FIELDS = ("workflow_name", "pattern_type", "spec_hash", "spec_text", "spec_json",
+SPEC_FIELDS = ("workflow_name", "pattern_type", "spec_hash", "spec_json",
                "spec_digest", "source")
 
 

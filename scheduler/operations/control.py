@@ -188,7 +188,7 @@ def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None
                                f"{record.pattern_type} one")
         if new_spec.spec_hash != record.spec_hash:
             text = spec_json(new_spec)
-            sets.update(spec_json=text, spec_text=new_spec.text, spec_hash=new_spec.spec_hash,
+            sets.update(spec_json=text, spec_hash=new_spec.spec_hash,
                         spec_digest=spec_digest(text))
             notes.append(f"spec changed ({record.spec_hash[:12]} -> "
                          f"{new_spec.spec_hash[:12]}); continuing with the new one")

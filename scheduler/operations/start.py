@@ -36,7 +36,7 @@ def request_digest(spec_text: str, variables: dict[str, object]) -> str:
 
 def stored_bytes(new: NewSession) -> int:
     """About what creating `new` writes to Redis (UTF-8 bytes of its large fields)."""
-    parts = [new.spec_text, new.spec_json, dumps(new.variables), dumps(new.state),
+    parts = [new.spec_json, dumps(new.variables), dumps(new.state),
              *(job.to_json() for job in new.jobs), *(dumps(w) for w in new.waiting)]
     return sum(len(part.encode("utf-8")) for part in parts)
 
@@ -73,7 +73,6 @@ def new_session(loaded: LoadedSpec, idempotency_key: str | None = None,
         workflow_name=loaded.spec.name,
         pattern_type=pattern,
         spec_hash=loaded.spec_hash,
-        spec_text=loaded.text,
         spec_json=text,
         spec_digest=spec_digest(text),
         source=loaded.source,

@@ -30,6 +30,9 @@ elseif action == 'resume' then
   local sets = cjson.decode(ARGV[7])
   for k, v in pairs(sets) do redis.call('HSET', meta, k, tostring(v)) end
   if sets['spec_hash'] then redis.call('ZADD', KEYS[6], now_ms, sid) end
+  -- A record written before the spec was stored once also kept its text: with a new
+  -- spec it would be stale, and nothing reads it.
+  if sets['spec_json'] then redis.call('HDEL', meta, 'spec_text') end
   -- Paused time does not count against max_duration_s.
   local paused_at = tonumber(redis.call('HGET', meta, 'paused_at_ms') or '')
   if paused_at then

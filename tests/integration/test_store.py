@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 def new_session(idempotency_key: str | None = None, status=SessionStatus.RUNNING) -> NewSession:
     job = StepJob(session_id="", key="step:0", agent="a", input="hello")
     return NewSession(
-        workflow_name="wf", pattern_type="chain", spec_hash="h" * 64, spec_text="x",
+        workflow_name="wf", pattern_type="chain", spec_hash="h" * 64,
         spec_json="{}", spec_digest="d", source="test", variables={"topic": "t"},
         state={"current_step": 0}, jobs=[job], status=status, created_at=now_iso(),
         created_ms=now_ms(), idempotency_key=idempotency_key,
