@@ -12,7 +12,8 @@ from strands_durable.store.redis_url import Timeouts, parse_redis_url, redact
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # memory:// is the in-process store of `durable run`; the +sentinel ones go through Sentinel.
-REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "memory")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel",
+                 "redis+cluster", "rediss+cluster", "memory")
 
 
 class Limits(BaseSettings):

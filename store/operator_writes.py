@@ -27,6 +27,7 @@ from strands_durable.store.script_operator import (
 )
 
 NO_SPEC_HASH = "-"  # names the spec-index key of a script that has no spec hash to index
+DELETE_ATTEMPTS = 5  # reads of a running session's lanes before delete gives up
 
 
 class OperatorWrites(StoreBase):
@@ -122,17 +123,35 @@ class OperatorWrites(StoreBase):
         others = tuple(key for key in k.session_keys(session_id)
                        if key not in (k.meta(session_id), k.conversations(session_id),
                                       k.journals(session_id)))
-        deleted = await self.scripts.delete(
-            keys=DeleteKeys(meta=k.meta(session_id), conversations=k.conversations(session_id),
-                            journals=k.journals(session_id),
-                            idempotency=k.stored_idempotency(shard, as_str(idem) or "-"),
-                            spec_index=k.index_spec(shard, as_str(spec_hash) or NO_SPEC_HASH),
-                            others=others, index=self._index(shard)),
-            args=DeleteArgs(session_id=session_id,
-                            conversation_prefix=k.conversation_prefix(session_id),
-                            others_count=len(others),
-                            journal_prefix=k.journal_prefix(session_id)),
-        )
+        # Every key is declared (delete.lua): read the lanes and journals, and read again
+        # if a step added one between this read and the script.
+        for _ in range(DELETE_ATTEMPTS):
+            lanes = sorted(as_str(m) for m in await self.redis.smembers(
+                k.conversations(session_id)))
+            steps = sorted(as_str(m) for m in await self.redis.smembers(
+                k.journals(session_id)))
+            lane_keys = tuple(k.conversation_prefix(session_id) + lane for lane in lanes)
+            journal_keys = tuple(k.journal_prefix(session_id) + step for step in steps)
+            deleted = await self.scripts.delete(
+                keys=DeleteKeys(meta=k.meta(session_id),
+                                conversations=k.conversations(session_id),
+                                journals=k.journals(session_id),
+                                idempotency=k.stored_idempotency(shard, as_str(idem) or "-"),
+                                spec_index=k.index_spec(shard,
+                                                        as_str(spec_hash) or NO_SPEC_HASH),
+                                others=others, lanes=lane_keys, journal_keys=journal_keys,
+                                index=self._index(shard)),
+                args=DeleteArgs(session_id=session_id,
+                                conversation_prefix=k.conversation_prefix(session_id),
+                                others_count=len(others),
+                                journal_prefix=k.journal_prefix(session_id),
+                                lanes_count=len(lane_keys), journals_count=len(journal_keys)),
+            )
+            if deleted != -1:
+                break
+        else:
+            raise Conflict(f"session {session_id} kept changing while it was deleted; "
+                           "cancel it first, then delete it")
         if not deleted:
             raise SessionNotFound(session_id)
 

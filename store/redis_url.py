@@ -7,6 +7,9 @@ Forms (user and password URL-encoded; both optional):
   TLS): every connection asks the Sentinels where the master is, so clients follow a
   failover. The user and password are the master's; Sentinels without auth are the
   common case.
+- `redis+cluster://[user:password@]h1[:p1][,h2[:p2]...]/` (`rediss+cluster://` for TLS):
+  a Redis Cluster; the hosts are seeds (any nodes of it: the client learns the rest and
+  follows MOVED/ASK and failovers). db 0 only; the user and password are every node's.
 
 Query options, the same for every form: `db`, and with TLS `ssl_ca_certs` (a private CA),
 `ssl_certfile` and `ssl_keyfile` (a client certificate), `ssl_cert_reqs`
@@ -34,6 +37,10 @@ if TYPE_CHECKING:
     from arq.connections import RedisSettings
 
 SENTINEL_SCHEMES = {"redis+sentinel": False, "rediss+sentinel": True}
+CLUSTER_SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
+CLUSTER_FORM = "redis+cluster://[user:password@]host[:port][,host[:port]...]/"
+MAX_SEEDS = 64  # a cluster's seeds: a few nodes are enough, a thousand is a mistake
+MAX_URL_CHARS = 8192  # errors quote the URL: a hostile one stays bounded
 PLAIN_SCHEMES = {"redis": False, "rediss": True, "unix": False}
 SENTINEL_DEFAULT_PORT = 26379
 DEFAULT_PORT = 6379
@@ -88,7 +95,19 @@ class ServerTarget:
     tls: TlsOptions = field(default_factory=TlsOptions)
 
 
-RedisTarget = ServerTarget | SentinelTarget
+@dataclass(frozen=True)
+class ClusterTarget:
+    """A Redis Cluster, reached through any of its seed nodes (db 0 only)."""
+
+    seeds: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+    tls: TlsOptions = field(default_factory=TlsOptions)
+    db: int = 0
+
+
+RedisTarget = ServerTarget | SentinelTarget | ClusterTarget
 
 
 @dataclass(frozen=True)
@@ -101,6 +120,10 @@ class Timeouts:
 
 def is_sentinel_url(url: str) -> bool:
     return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
+
+
+def is_cluster_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in CLUSTER_SCHEMES
 
 
 def redact(url: str) -> str:
@@ -125,7 +148,10 @@ def redact(url: str) -> str:
 
 
 def _problem(url: str, text: str) -> RedisUrlError:
-    return RedisUrlError(redact(url), text)
+    shown = redact(url)
+    if len(shown) > 200:
+        shown = shown[:200] + f"... ({len(url)} characters)"
+    return RedisUrlError(shown, text)
 
 
 def _host_port(item: str, url: str, default: int, what: str = "host") -> tuple[str, int]:
@@ -174,7 +200,7 @@ def _query(url: str, query: str, ssl: bool) -> tuple[int | None, TlsOptions]:
         return db, TlsOptions()
     if not ssl:
         raise _problem(url, f"{', '.join(options)} need TLS: use rediss:// "
-                            "(or rediss+sentinel://)")
+                            "(or rediss+sentinel://, rediss+cluster://)")
     for name in FILE_OPTIONS:
         path = options.get(name)
         if path is not None and not os.path.isfile(path):
@@ -244,7 +270,33 @@ def parse_server_url(url: str) -> ServerTarget:
                         ssl=ssl, tls=tls)
 
 
+def parse_cluster_url(url: str) -> ClusterTarget:
+    """The Redis Cluster of `url`; RedisUrlError naming the problem (never the password)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
+        raise _problem(url, f"not a cluster URL ({CLUSTER_FORM})")
+    ssl = CLUSTER_SCHEMES[scheme.lower()]
+    rest, _, query = rest.split("#", 1)[0].partition("?")
+    netloc, _, path = rest.partition("/")
+    username, password, hosts = _credentials(netloc)
+    items = [h.strip() for h in hosts.split(",") if h.strip()]
+    if not items:
+        raise _problem(url, f"no seed nodes ({CLUSTER_FORM})")
+    if len(items) > MAX_SEEDS:
+        raise _problem(url, f"{len(items)} seed nodes; at most {MAX_SEEDS} (a few are enough)")
+    seeds = tuple(dict.fromkeys(_host_port(h, url, DEFAULT_PORT, "seed host") for h in items))
+    query_db, tls = _query(url, query, ssl)
+    if path.strip("/") or query_db:
+        raise _problem(url, "a Redis Cluster has only db 0: end the URL with '/' "
+                            f"({CLUSTER_FORM})")
+    return ClusterTarget(seeds, username, password, ssl, tls)
+
+
 def parse_redis_url(url: str) -> RedisTarget:
+    if len(url) > MAX_URL_CHARS:
+        raise _problem(url, f"longer than {MAX_URL_CHARS} characters")
+    if is_cluster_url(url):
+        return parse_cluster_url(url)
     return parse_sentinel_url(url) if is_sentinel_url(url) else parse_server_url(url)
 
 
@@ -257,6 +309,8 @@ def _connection_kwargs(target: RedisTarget, timeouts: Timeouts, **extra: Any) ->
         kwargs["socket_keepalive"] = True
     if target.ssl:
         kwargs.update(target.tls.kwargs())
+        if isinstance(target, ClusterTarget):
+            kwargs["ssl"] = True  # RedisCluster picks its connection class from this
     kwargs.update(extra)
     return kwargs
 
@@ -273,13 +327,18 @@ def _sentinel_kwargs(target: SentinelTarget, timeouts: Timeouts) -> dict[str, An
 def async_redis_client(url: str, timeouts: Timeouts | None = None, *,
                        redis_class: type[AsyncClient] = Redis,  # type: ignore[assignment]
                        **extra: Any) -> AsyncClient:
-    """An asyncio client of `url` (Sentinel or not). `extra` goes to every connection
+    """An asyncio client of `url` (Sentinel, cluster or not). `extra` goes to every connection
     (decode_responses, retry, health_check_interval...), but `pool_class` and
     `sentinel_pool_class`, the pools to use. No I/O until first used."""
     from redis.asyncio import connection, sentinel
 
     target = parse_redis_url(url)
     timeouts = timeouts or Timeouts()
+    if isinstance(target, ClusterTarget):
+        from strands_durable.store.cluster_client import async_cluster_for
+
+        kwargs = _connection_kwargs(target, timeouts, **extra)
+        return cast(AsyncClient, async_cluster_for(target.seeds, kwargs, redis_class))
     pool_class = extra.pop("pool_class", connection.ConnectionPool)
     sentinel_pool_class = extra.pop("sentinel_pool_class", sentinel.SentinelConnectionPool)
     kwargs = _connection_kwargs(target, timeouts, **extra)
@@ -294,12 +353,17 @@ def async_redis_client(url: str, timeouts: Timeouts | None = None, *,
 
 
 def sync_redis_client(url: str, timeouts: Timeouts | None = None, **extra: Any) -> SyncRedis:
-    """A blocking client of the same URL, Sentinel or not (metrics collectors)."""
+    """A blocking client of the same URL, Sentinel, cluster or not (metrics collectors)."""
     from redis import connection, sentinel
 
     target = parse_redis_url(url)
     timeouts = timeouts or Timeouts()
     kwargs = _connection_kwargs(target, timeouts, **extra)
+    if isinstance(target, ClusterTarget):
+        from strands_durable.store.cluster_client import sync_cluster_client
+
+        # The same commands as a Redis for what the metrics read (routed per key).
+        return cast(SyncRedis, sync_cluster_client(target.seeds, kwargs))
     if isinstance(target, SentinelTarget):
         sentinels = sentinel.Sentinel(list(target.sentinels), ssl=target.ssl,
                                       sentinel_kwargs=_sentinel_kwargs(target, timeouts),
@@ -333,6 +397,9 @@ def arq_redis_settings(url: str, timeouts: Timeouts | None = None) -> RedisSetti
     common: dict[str, Any] = {
         "database": target.db, "username": target.username, "password": target.password,
         "ssl": target.ssl, "conn_timeout": max(1, round(timeouts.connect_s)), **tls}
+    if isinstance(target, ClusterTarget):
+        # arq --check has no cluster client: it reads the health key from the first seed.
+        return RedisSettings(host=target.seeds[0][0], port=target.seeds[0][1], **common)
     if isinstance(target, SentinelTarget):
         return RedisSettings(host=list(target.sentinels), sentinel=True,
                              sentinel_master=target.master, **common)

@@ -101,6 +101,8 @@ class DeleteKeys:
     idempotency: str  # the idempotency key's record (or a dummy)
     spec_index: str  # the spec-hash index it is in (or a dummy)
     others: tuple[str, ...]  # the session's other keys
+    lanes: tuple[str, ...]  # each conversation lane's key (the set's members, as read)
+    journal_keys: tuple[str, ...]  # each step journal's key (the set's members, as read)
     index: IndexKeys
 
 
@@ -110,6 +112,25 @@ class DeleteArgs:
     conversation_prefix: str
     others_count: int
     journal_prefix: str
+    lanes_count: int
+    journals_count: int
+
+
+# -- ack.lua, lane_page.lua ---------------------------------------------------------
+@dataclass(frozen=True)
+class AckArgs:
+    group: str
+    entry_id: str
+
+
+@dataclass(frozen=True)
+class LaneKeys:
+    lane: str
+
+
+@dataclass(frozen=True)
+class LanePageArgs:
+    page: int
 
 
 # -- lock_release.lua, lock_extend.lua ------------------------------------------------
@@ -167,8 +188,17 @@ class OperatorScripts(ScriptLibrary):
         return list(await self._call("fork", keys, args))
 
     async def delete(self, *, keys: DeleteKeys, args: DeleteArgs) -> int:
-        """1 when deleted, 0 when there was no such session."""
+        """1 when deleted, 0 when there was no such session, -1 when its lanes or
+        journals changed since they were read (nothing deleted: read again)."""
         return int(await self._call("delete", keys, args) or 0)
+
+    async def ack(self, *, keys: StreamKeys, args: AckArgs) -> None:
+        await self._call("ack", keys, args)
+
+    async def lane_page(self, *, keys: LaneKeys, args: LanePageArgs) -> tuple[int, list[Any]]:
+        """A lane's length and its newest `page` messages, read together."""
+        length, newest = await self._call("lane_page", keys, args)
+        return int(length), list(newest)
 
     async def lock_release(self, *, keys: LockKeys, args: LockReleaseArgs) -> int:
         return int(await self._call("lock_release", keys, args) or 0)

@@ -13,6 +13,7 @@ from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str, as_str_map
 from strands_durable.store.conversation import PAGE, restore
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
+from strands_durable.store.script_operator import LaneKeys, LanePageArgs
 
 
 class SessionReads(StoreBase):
@@ -67,13 +68,10 @@ class SessionReads(StoreBase):
         `prefetched`: its length and newest page as the step's gate read them (take.lua)."""
         key = self.keys.conversation(session_id, lane)
         if prefetched is None:
-            # The length and the newest page in one round trip (one transaction, so they
+            # The length and the newest page in one round trip (one script, so they
             # agree); `restore` reads further back only past a page without a compaction.
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.llen(key)
-                pipe.lrange(key, -PAGE, -1)
-                count, page = await pipe.execute()
-            prefetched = (int(count), page)
+            prefetched = await self.scripts.lane_page(keys=LaneKeys(key),
+                                                      args=LanePageArgs(PAGE))
         length, newest = prefetched
         first = (max(0, length - PAGE), length - 1)
 

@@ -207,11 +207,12 @@ class StepPath(StoreBase):
         return as_str(res[0])
 
     async def ack(self, shard: int, entry_id: str) -> None:
-        """Drop an entry that has nothing left to do."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xack(self.keys.stream(shard), CONSUMER_GROUP, entry_id)
-            pipe.xdel(self.keys.stream(shard), entry_id)
-            await pipe.execute()
+        """Drop an entry that has nothing left to do (XACK and XDEL in one script: a
+        Redis Cluster client has no MULTI/EXEC)."""
+        from strands_durable.store.script_operator import AckArgs
+
+        await self.scripts.ack(keys=StreamKeys(self.keys.stream(shard)),
+                               args=AckArgs(group=CONSUMER_GROUP, entry_id=entry_id))
 
     async def renew(self, shard: int, entry_id: str, consumer: str) -> bool:
         return bool(await self.scripts.renew(

@@ -91,7 +91,7 @@ def test_commit_contract_is_19_keys_and_26_args() -> None:
 
 
 def test_tuples_spread_in_order() -> None:
-    keys = script_operator.DeleteKeys("m", "c", "j", "i", "s", ("o1", "o2"),
-                                      IndexKeys("a", "r", "p", "co", "f", "ca"))
-    assert flatten(keys) == ["m", "c", "j", "i", "s", "o1", "o2", "a", "r", "p", "co", "f",
-                             "ca"]
+    keys = script_operator.DeleteKeys("m", "c", "j", "i", "s", ("o1", "o2"), ("l1",),
+                                      ("j1", "j2"), IndexKeys("a", "r", "p", "co", "f", "ca"))
+    assert flatten(keys) == ["m", "c", "j", "i", "s", "o1", "o2", "l1", "j1", "j2", "a", "r",
+                             "p", "co", "f", "ca"]

@@ -1,0 +1,164 @@
+"""Clients of a Redis Cluster (`redis+cluster://`): the store's, arq's and the metrics'.
+
+redis-py's RedisCluster follows MOVED and ASK, refreshes its slot map after a failover
+and retries a command a few times. What it gives up on is made to look like what the
+rest of the package already handles:
+
+- a cluster that is failing over (CLUSTERDOWN, TRYAGAIN, MASTERDOWN, a slot not covered,
+  redirects that never settle, no seed reachable) is raised as `ClusterUnavailable`, a
+  redis ConnectionError: the API answers 503, the scheduler's loop waits, a worker's
+  `OutageRetry` (store/outage.py) rides it out at the level of the whole command (not
+  per connection, where retrying would keep dialling the dead primary);
+- the seeds of the URL are never forgotten: redis-py drops a seed that refused a
+  connection, and after a whole-cluster outage it would have none left to start from.
+
+Multi-key commands, MULTI/EXEC and pipelines across slots are not used by store/: every
+script and transaction touches one shard's hash tag (store/keys.py), cross-shard reads
+are transaction-free pipelines that redis-py splits per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from redis import cluster as sync_cluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ClusterError,
+    ConnectionError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+
+from strands_durable.store.outage import OutageRetry
+
+T = TypeVar("T")
+# The cluster is between two topologies (ClusterError covers CLUSTERDOWN, MASTERDOWN and
+# "TTL exhausted": redirects that never settled).
+TRANSIENT: tuple[type[Exception], ...] = (ClusterError, TryAgainError, SlotNotCoveredError)
+NO_NODE_HINTS = ("cannot be connected", "not covered", "could not agree", "no targets")
+
+
+class ClusterUnavailable(ConnectionError):
+    """The cluster answered no usable topology (a failover or resharding under way)."""
+
+
+def _transient(error: BaseException) -> bool:
+    if isinstance(error, AuthenticationError | AuthorizationError):
+        return False  # a refusal, not an outage: the caller reports it
+    if isinstance(error, TRANSIENT):
+        return True
+    return isinstance(error, RedisClusterException) and any(
+        hint in str(error).lower() for hint in NO_NODE_HINTS)
+
+
+class DurableRedisCluster(RedisCluster):
+    """RedisCluster that keeps its seeds and raises ClusterUnavailable for a cluster in
+    transition; with `outage_retry`, every command and pipeline rides outages out."""
+
+    def __init__(self, *, outage_retry: OutageRetry | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seeds = dict(self.nodes_manager.startup_nodes)
+        self.outage_retry = outage_retry
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.ride(lambda: super(DurableRedisCluster, self).execute_command(
+            *args, **kwargs))
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None
+                 ) -> ClusterPipeline:
+        super().pipeline(transaction, shard_hint)  # refuses transactions, as redis-py does
+        return DurablePipeline(self)  # type: ignore[abstract]
+
+    async def ride(self, do: Callable[[], Awaitable[T]]) -> T:
+        if self.outage_retry is None:
+            return await self.once(do)
+        return await self.outage_retry.call_with_retry(lambda: self.once(do), _nothing)
+
+    async def once(self, do: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await do()
+        except ConnectionError:
+            self._keep_seeds()
+            raise
+        except Exception as error:
+            if not _transient(error):
+                raise
+            self._keep_seeds()
+            raise ClusterUnavailable(f"Redis Cluster unavailable: {error}") from error
+
+    def _keep_seeds(self) -> None:
+        for name, node in self.seeds.items():
+            self.nodes_manager.startup_nodes.setdefault(name, node)
+
+
+class DurablePipeline(ClusterPipeline):
+    """A transaction-free cluster pipeline whose execute is ridden like a command (the
+    store's pipelines are reads: running one again is harmless)."""
+
+    _client: DurableRedisCluster
+
+    async def execute(self, raise_on_error: bool = True,
+                      allow_redirections: bool = True) -> list[Any]:
+        stack = list(self._command_stack)
+
+        async def run() -> list[Any]:
+            self._command_stack = list(stack)
+            return await ClusterPipeline.execute(self, raise_on_error, allow_redirections)
+
+        try:
+            return await self._client.ride(run)
+        finally:
+            self._command_stack = []
+
+
+async def _nothing(error: BaseException) -> None:
+    return None
+
+
+def async_cluster_client(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any]
+                         ) -> DurableRedisCluster:
+    """An asyncio cluster client; `kwargs` are connection options (a `retry` that is an
+    OutageRetry rides whole commands, see the module docstring)."""
+    kwargs = dict(kwargs)
+    kwargs.pop("db", None)
+    for pool_option in ("pool_class", "sentinel_pool_class", "retry_on_error"):
+        kwargs.pop(pool_option, None)
+    retry = kwargs.pop("retry", None)
+    outage_retry = retry if isinstance(retry, OutageRetry) else None
+    if retry is not None and outage_retry is None:
+        kwargs["retry"] = retry
+    return DurableRedisCluster(  # type: ignore[abstract]
+        startup_nodes=[ClusterNode(h, p) for h, p in seeds],
+        outage_retry=outage_retry, **kwargs)
+
+
+def sync_cluster_client(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any]
+                        ) -> sync_cluster.RedisCluster:
+    """A blocking cluster client (the metrics' scrape thread)."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "db"}
+    return sync_cluster.RedisCluster(
+        startup_nodes=[sync_cluster.ClusterNode(h, p) for h, p in seeds], **kwargs)
+
+
+def async_cluster_for(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any],
+                      redis_class: type[Any]) -> Any:
+    """What `async_redis_client` returns for a cluster URL: a DurableRedisCluster (not a
+    redis.asyncio.Redis, but it has every command store/ uses, one slot each), or for arq
+    (`redis_class` an ArqRedis) a ClusterArqRedis routing through one."""
+    from redis.asyncio import Redis
+
+    cluster = async_cluster_client(seeds, kwargs)
+    if redis_class is Redis:
+        return cluster
+    from arq.connections import ArqRedis
+
+    from strands_durable.store.cluster_arq import ClusterArqRedis
+
+    if not issubclass(redis_class, ArqRedis):
+        raise TypeError(f"no cluster client for {redis_class.__name__}")
+    return ClusterArqRedis(cluster)

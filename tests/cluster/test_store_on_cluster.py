@@ -1,0 +1,6 @@
+"""The store's integration tests (tests/integration/test_store.py), run unchanged on a
+3+3 Redis Cluster: the `settings` fixture of tests/cluster/conftest.py points them at it."""
+
+from __future__ import annotations
+
+from integration.test_store import *  # noqa: F403
