@@ -1,0 +1,6 @@
+"""tests/integration/test_fleet_info.py, run unchanged on a 3+3 Redis Cluster (the `settings`
+fixture of tests/cluster/conftest.py points them at it)."""
+
+from __future__ import annotations
+
+from integration.test_fleet_info import *  # noqa: F403
