@@ -138,11 +138,37 @@ def async_cluster_client(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, A
 
 
 def sync_cluster_client(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any]
-                        ) -> sync_cluster.RedisCluster:
+                        ) -> LazySyncCluster:
     """A blocking cluster client (the metrics' scrape thread)."""
-    kwargs = {k: v for k, v in kwargs.items() if k != "db"}
-    return sync_cluster.RedisCluster(
-        startup_nodes=[sync_cluster.ClusterNode(h, p) for h, p in seeds], **kwargs)
+    return LazySyncCluster(seeds, {k: v for k, v in kwargs.items() if k != "db"})
+
+
+class LazySyncCluster:
+    """redis-py's sync RedisCluster connects as it is built; this one on first use, so a
+    scheduler whose cluster is down still starts (its scrapes answer 'Redis down')."""
+
+    def __init__(self, seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any]) -> None:
+        self.seeds = seeds
+        self.kwargs = kwargs
+        self.client: sync_cluster.RedisCluster | None = None
+
+    def connected(self) -> sync_cluster.RedisCluster:
+        if self.client is None:
+            self.client = sync_cluster.RedisCluster(
+                startup_nodes=[sync_cluster.ClusterNode(h, p) for h, p in self.seeds],
+                **self.kwargs)
+        return self.client
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        return self.connected().pipeline(transaction, shard_hint)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connected(), name)
 
 
 def async_cluster_for(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any],

@@ -23,7 +23,12 @@ from strands_durable.errors import RedisUrlError
 from strands_durable.settings import DurableSettings, describe_settings_error
 from strands_durable.store.connect import RefusingPool
 from strands_durable.store.outage import RedisOutage, outage_client_kwargs
-from strands_durable.store.redis_url import arq_redis_settings, async_redis_client, redact
+from strands_durable.store.redis_url import (
+    arq_redis_settings,
+    async_redis_client,
+    is_cluster_url,
+    redact,
+)
 
 if TYPE_CHECKING:
     from arq.worker import Worker
@@ -94,6 +99,12 @@ class WorkerProcess:
             except RedisUrlError:
                 pass
         return RedisSettings(host="invalid-DURABLE_REDIS_URL", conn_retries=0)
+
+
+def arq_queue_name(prefix: str, redis_url: str) -> str:
+    """arq's (unused) queue: on a Redis Cluster its name is a hash tag, so the queue and
+    its `<queue>:health-check` key share a slot (store/cluster_arq.py)."""
+    return f"{{{prefix}:arq}}" if is_cluster_url(redis_url) else f"{prefix}:arq"
 
 
 PROCESS = WorkerProcess.from_env()
@@ -172,5 +183,6 @@ class WorkerSettings:
     # arq's own connection: the store's URL and options, riding out outages too.
     redis_pool = PROCESS.arq_client()
     redis_settings = PROCESS.arq_settings()
-    queue_name = os.environ.get("DURABLE_KEY_PREFIX", "durable") + ":arq"
+    queue_name = arq_queue_name(os.environ.get("DURABLE_KEY_PREFIX", "durable"),
+                                os.environ.get("DURABLE_REDIS_URL", ""))
     health_check_interval = 30
