@@ -270,32 +270,12 @@ def parse_server_url(url: str) -> ServerTarget:
                         ssl=ssl, tls=tls)
 
 
-def parse_cluster_url(url: str) -> ClusterTarget:
-    """The Redis Cluster of `url`; RedisUrlError naming the problem (never the password)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in CLUSTER_SCHEMES:
-        raise _problem(url, f"not a cluster URL ({CLUSTER_FORM})")
-    ssl = CLUSTER_SCHEMES[scheme.lower()]
-    rest, _, query = rest.split("#", 1)[0].partition("?")
-    netloc, _, path = rest.partition("/")
-    username, password, hosts = _credentials(netloc)
-    items = [h.strip() for h in hosts.split(",") if h.strip()]
-    if not items:
-        raise _problem(url, f"no seed nodes ({CLUSTER_FORM})")
-    if len(items) > MAX_SEEDS:
-        raise _problem(url, f"{len(items)} seed nodes; at most {MAX_SEEDS} (a few are enough)")
-    seeds = tuple(dict.fromkeys(_host_port(h, url, DEFAULT_PORT, "seed host") for h in items))
-    query_db, tls = _query(url, query, ssl)
-    if path.strip("/") or query_db:
-        raise _problem(url, "a Redis Cluster has only db 0: end the URL with '/' "
-                            f"({CLUSTER_FORM})")
-    return ClusterTarget(seeds, username, password, ssl, tls)
-
-
 def parse_redis_url(url: str) -> RedisTarget:
     if len(url) > MAX_URL_CHARS:
         raise _problem(url, f"longer than {MAX_URL_CHARS} characters")
     if is_cluster_url(url):
+        from strands_durable.store.cluster_url import parse_cluster_url
+
         return parse_cluster_url(url)
     return parse_sentinel_url(url) if is_sentinel_url(url) else parse_server_url(url)
 
