@@ -9,6 +9,8 @@ rest of the package already handles:
   redis ConnectionError: the API answers 503, the scheduler's loop waits, a worker's
   `OutageRetry` (store/outage.py) rides it out at the level of the whole command (not
   per connection, where retrying would keep dialling the dead primary);
+- a command whose connection redis-py closed under it while refreshing the slot map
+  (it disconnects every node, in-flight commands included) is a ClusterUnavailable too;
 - the seeds of the URL are never forgotten: redis-py drops a seed that refused a
   connection, and after a whole-cluster outage it would have none left to start from.
 
@@ -20,6 +22,7 @@ are transaction-free pipelines that redis-py splits per node.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from redis import cluster as sync_cluster
@@ -47,10 +50,22 @@ class ClusterUnavailable(ConnectionError):
     """The cluster answered no usable topology (a failover or resharding under way)."""
 
 
+def _torn_down(error: BaseException) -> bool:
+    """redis-py refreshes the slot map by disconnecting every node's connections, also
+    those other tasks are using: their command fails inside redis-py's connection code
+    (an AttributeError on the closed stream), which is a lost connection, not a bug here."""
+    if not isinstance(error, AttributeError) or error.__traceback__ is None:
+        return False
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).match("redis/asyncio/*.py")
+
+
 def _transient(error: BaseException) -> bool:
     if isinstance(error, AuthenticationError | AuthorizationError):
         return False  # a refusal, not an outage: the caller reports it
-    if isinstance(error, TRANSIENT):
+    if isinstance(error, TRANSIENT) or _torn_down(error):
         return True
     return isinstance(error, RedisClusterException) and any(
         hint in str(error).lower() for hint in NO_NODE_HINTS)

@@ -212,6 +212,20 @@ class LocalCluster:
     def wait_healthy(self, timeout_s: float = 60) -> None:
         _wait(self.healthy, timeout_s, "cluster_state:ok on every node")
 
+    def wait_replicated(self, port: int, timeout_s: float = 30) -> None:
+        """Wait until every replica of the primary on `port` has all its writes (so a
+        failover loses nothing; WAIT only covers the writes of its own connection)."""
+        primary = self.node(port)
+
+        def caught_up() -> bool:
+            with primary.client() as c:
+                info = c.info("replication")
+            offset = int(info["master_repl_offset"])
+            replicas = [v for k, v in info.items() if k.startswith("slave")
+                        and isinstance(v, dict)]
+            return bool(replicas) and all(int(r["offset"]) >= offset for r in replicas)
+        _wait(caught_up, timeout_s, f"the replicas of {port} to catch up")
+
     def kill_primary(self, port: int | None = None) -> ClusterNode:
         """SIGKILL a primary (the given port, else the first one); returns its node."""
         node = self.node(port) if port is not None else self.primaries()[0]

@@ -42,8 +42,7 @@ def test_kill_primary_fails_over_and_node_rejoins() -> None:
             rc.set("{f}k", "kept")
         victim = c.node(c.primary_port_of_key("{f}k"))
         pid = victim.pid
-        with victim.client() as direct:
-            assert direct.execute_command("WAIT", 1, 5000) == 1  # the replica has it
+        c.wait_replicated(victim.port)  # the replica has it
         c.kill_primary(victim.port)
         assert not victim.alive and pid is not None
         c.wait_for_failover(victim)
