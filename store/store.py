@@ -45,8 +45,13 @@ from strands_durable.store.streams import StreamReads
 __all__ = [
     "DEFAULT_EVENTS_MAX", "GATE_FIELDS", "JSON_SEPARATORS", "AutoClaimed", "ClaimedEntries",
     "CommitOutcome", "CommitRequest", "GateOutcome", "IndexEntry", "NewFork", "NewSession",
-    "RunningFields", "SessionRecord", "Store", "StreamEntry", "commit_bytes", "dumps",
+    "RunningFields", "SessionRecord", "ShardCountChanged", "Store", "StreamEntry",
+    "commit_bytes", "dumps",
 ]
+
+
+class ShardCountChanged(ConfigError):
+    """DURABLE_SHARDS is not the count this keyspace was set up with (its config key)."""
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads):
@@ -57,9 +62,11 @@ class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, Fle
             await self.redis.hsetnx(self.keys.config(), "shards", str(self.keys.shards))
             recorded = await self.redis.hget(self.keys.config(), "shards")
         if int(recorded) != self.keys.shards:
-            raise ConfigError(
+            raise ShardCountChanged(
                 f"DURABLE_SHARDS={self.keys.shards} but the sessions under prefix "
-                f"{self.keys.prefix!r} were created with {recorded} shards; set it back"
+                f"{self.keys.prefix!r} were created with {recorded} shards; set it back "
+                f"(DURABLE_SHARDS={recorded}): a live keyspace cannot change its shard "
+                "count, each session lives in its shard's keys (and cluster slot)"
             )
         for stream in self.keys.streams():
             try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from arq.connections import ArqRedis, RedisSettings
 from pydantic import ValidationError
 
-from strands_durable.errors import RedisUrlError
+from strands_durable.errors import ConfigError, RedisUrlError
 from strands_durable.settings import DurableSettings, describe_settings_error
 from strands_durable.store.connect import RefusingPool
 from strands_durable.store.outage import RedisOutage, outage_client_kwargs
@@ -145,7 +145,10 @@ async def _startup(ctx: dict[str, Any]) -> None:
         _exit(EXIT_BAD_CONFIG, f"worker not started: {PROCESS.problem}")
     _stop_riding_on_signal(outage)
     consumer = StepConsumer(settings, open_store(settings, **outage_client_kwargs(outage)))
-    await consumer.start()
+    try:
+        await consumer.start()
+    except ConfigError as exc:  # a shard count the keyspace was not set up with
+        _exit(EXIT_BAD_CONFIG, f"worker not started: {exc}")
     ctx["durable_consumer"] = consumer
     ctx["durable_metrics"] = metrics.start_worker_metrics(
         settings.metrics_port, consumer, settings.worker_concurrency, settings.metrics_host)

@@ -43,7 +43,7 @@ from strands_durable.store.connect import open_store, session_settings
 from strands_durable.store.keys import check_session_id
 from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.redis_url import redact
-from strands_durable.store.store import Store
+from strands_durable.store.store import ShardCountChanged, Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
 
@@ -151,7 +151,7 @@ def exit_for(exc: DurableError) -> int:
     """The CLI's reading of the error kinds: the caller's own input (a spec, an id, a
     value, the Redis URL, an idempotency key reused for another request: all documented
     as exit 2) is a usage error; anything else failed (exit 1)."""
-    usage = (InvalidInput, RedisUrlError, IdempotencyConflict)
+    usage = (InvalidInput, RedisUrlError, IdempotencyConflict, ShardCountChanged)
     return EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED
 
 

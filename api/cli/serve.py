@@ -14,6 +14,7 @@ from strands_durable.api.cli.common import (
     fail,
     run_async,
 )
+from strands_durable.settings import DurableSettings
 
 
 @app.command("api")
@@ -30,6 +31,7 @@ def api_serve(
     from strands_durable.api.app import create_app
 
     settings = env_settings()
+    run_async(_check_shards(settings))
     # Live event streams would hold a graceful shutdown open: give them 5 s.
     uvicorn.run(create_app(settings), host=host or settings.api_host,
                 port=port or settings.api_port, timeout_graceful_shutdown=5)
@@ -50,3 +52,18 @@ def scheduler_serve(
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
     run_async(run_scheduler(settings, metrics_port))
+
+
+async def _check_shards(settings: DurableSettings) -> None:
+    """Refuse to serve a keyspace set up with another DURABLE_SHARDS (exit 2, one line);
+    with Redis down the API starts anyway and checks on the first request."""
+    from strands_durable.store.connect import open_store
+    from strands_durable.store.outage import REDIS_DOWN
+
+    store = open_store(settings)
+    try:
+        await store.prepare()
+    except REDIS_DOWN:
+        pass
+    finally:
+        await store.close()
