@@ -62,6 +62,16 @@ def _torn_down(error: BaseException) -> bool:
     return Path(tb.tb_frame.f_code.co_filename).match("redis/asyncio/*.py")
 
 
+def _refusal(error: BaseException) -> BaseException | None:
+    """The node's refusal (AUTH, ACL) behind redis-py's "cannot be connected"."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, AuthenticationError | AuthorizationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _transient(error: BaseException) -> bool:
     if isinstance(error, AuthenticationError | AuthorizationError):
         return False  # a refusal, not an outage: the caller reports it
@@ -101,6 +111,9 @@ class DurableRedisCluster(RedisCluster):
             self._keep_seeds()
             raise
         except Exception as error:
+            refusal = _refusal(error)
+            if refusal is not None:
+                raise refusal from None  # credentials: no topology change will fix them
             if not _transient(error):
                 raise
             self._keep_seeds()
