@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bench.latency import LatencyResult
+from bench.report_scale import resume_table, resume_targets, scale_table, scale_targets
+from bench.resume import ResumeResult
+from bench.scale import ScaleResult
 from bench.throughput import ThroughputResult
 
 if TYPE_CHECKING:
@@ -18,7 +21,7 @@ if TYPE_CHECKING:
 
 COMMIT_P50_MS = 1.0
 COMMIT_P99_MS = 5.0
-DRIFT_MAX = 1.2  # p50 at step 1000 / p50 at step 10
+DRIFT_MAX = 1.2  # p50 (or CPU per step) at the last steps / at step 10
 NOOP_VS_ARQ = 2.0  # no-op steps/s >= this x arq (best poll_delay), 1 worker
 AGENT_VS_ARQ = 1.3  # scripted steps/s >= this x arq making the same call
 ROUND_TRIPS_MAX = 1.3  # per no-op step
@@ -32,6 +35,16 @@ class Rows:
     scripted: list[ThroughputResult]
     arq: list[ThroughputResult]
     arq_agent: list[ThroughputResult]
+
+
+@dataclass
+class InProcess:
+    """The in-process runs: commit latency (and its diagnostic), sessions at once, resume."""
+
+    latency: LatencyResult | None = None
+    diagnostic: LatencyResult | None = None
+    scale: ScaleResult | None = None
+    resume: ResumeResult | None = None
 
 
 def fmt_rate(x: float) -> str:
@@ -95,6 +108,18 @@ def footprint_table(out: Any, rows: Rows) -> None:
         out("  " + ", ".join(f"{k or 'meta'} {v:,.0f}" for k, v in fp.by_key.items()))
 
 
+def long_footprints(out: Any, runs: InProcess) -> None:
+    """What a long chain holds: the latency run's sessions and the resumed ones."""
+    for what, fp in (("no-op chain, latency run", runs.latency and runs.latency.footprint),
+                     ("no-op chain, resumed once", runs.resume and runs.resume.footprint)):
+        if not fp:
+            continue
+        out("")
+        out(f"stored per session ({what}, {fp.steps:,} steps, mean of {fp.sessions}): "
+            f"{fp.bytes_per_session:,.0f} bytes, {fp.bytes_per_step:,.0f} bytes per step")
+        out("  " + ", ".join(f"{k or 'meta'} {v:,.0f}" for k, v in fp.by_key.items()))
+
+
 def latency_table(out: Any, latency: LatencyResult | None,
                   diagnostic: LatencyResult | None) -> None:
     runs = [r for r in (latency, diagnostic) if r is not None]
@@ -119,11 +144,15 @@ def latency_table(out: Any, latency: LatencyResult | None,
                 label = f"planning, around {w.label} ({tag})"
                 out(f"{label:<{W}} {w.first:>5}-{w.last:<5} {len(w.samples):>6} "
                     f"{w.p50:>7.3f} {w.p99:>7.3f}")
+        for w, cpu in ((run.low, run.cpu_low_us), (run.high, run.cpu_high_us)):
+            label = f"worker CPU us per step, around {w.label} ({tag})"
+            out(f"{label:<{W}} {w.first:>5}-{w.last:<5} {'':>6} {cpu:>7.0f}")
         label = f"event-loop lag ({tag})"
         out(f"{label:<{W}} {'':>11} {'':>6} {run.lag_p50_ms:>7.3f} {run.lag_p99_ms:>7.3f}")
         out(f"  {run.sessions} x {run.steps}-step chains, one StepConsumer at concurrency "
             f"{run.concurrency}: {run.sessions * run.steps / run.seconds:,.0f} steps/s, "
-            f"{run.conflicts} conflicts, p50 step-{run.steps}/step-10 = {run.ratio:.2f}x")
+            f"{run.conflicts} conflicts, p50 step-{run.steps}/step-10 = {run.ratio:.2f}x, "
+            f"CPU per step {run.cpu_ratio:.2f}x")
 
 
 def latency_targets(latency: LatencyResult | None) -> list[dict[str, Any]]:
@@ -142,6 +171,11 @@ def latency_targets(latency: LatencyResult | None) -> list[dict[str, Any]]:
                                   "step-10",
                         "value": f"{latency.plan_ratio:.2f}x",
                         "pass": latency.plan_ratio <= DRIFT_MAX})
+    targets.append({"target": f"worker CPU per step, step-{latency.steps} <= {DRIFT_MAX:g} x "
+                              "step-10",
+                    "value": f"{latency.cpu_high_us:.0f} / {latency.cpu_low_us:.0f} us = "
+                             f"{latency.cpu_ratio:.2f}x",
+                    "pass": latency.cpu_ratio <= DRIFT_MAX})
     return targets
 
 
@@ -182,8 +216,9 @@ def cost_targets(rows: Rows) -> list[dict[str, Any]]:
              "pass": one.redis.cpu_us <= REDIS_CPU_US_MAX}]
 
 
-def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, latency: LatencyResult | None,
-           diagnostic: LatencyResult | None, seconds: float, port: int) -> dict[str, Any]:
+def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, runs: InProcess,
+           seconds: float, port: int, load: str = "") -> dict[str, Any]:
+    latency, diagnostic = runs.latency, runs.diagnostic
     lines: list[str] = []
 
     def out(line: str) -> None:
@@ -191,13 +226,18 @@ def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, latency: LatencyR
 
     out(f"strands-durable benchmark{' (--quick)' if args.quick else ''}: redis-server "
         f"{redis_version()} (private, port {port}), {os.cpu_count()} CPU(s), "
-        f"Python {platform.python_version()}, worker concurrency {args.concurrency}")
+        f"Python {platform.python_version()}, worker concurrency {args.concurrency}"
+        + (f", load average {load}" if load else ""))
     out("")
     throughput_table(out, sizes, rows, args.concurrency)
     footprint_table(out, rows)
+    long_footprints(out, runs)
     latency_table(out, latency, diagnostic)
+    scale_table(out, runs.scale)
+    resume_table(out, runs.resume)
     ratios, ratio_targets = ratio_rows(rows)
-    targets = latency_targets(latency) + ratio_targets + cost_targets(rows)
+    targets = (latency_targets(latency) + scale_targets(runs.scale)
+               + resume_targets(runs.resume) + ratio_targets + cost_targets(rows))
     if ratios:
         out("")
         head = f"{'ours / arq':<{W + 14}} {'workers':>7} {'ours/s':>8} {'arq/s':>8} {'ratio':>7}"
@@ -226,5 +266,7 @@ def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, latency: LatencyR
         "arq_agent": [r.to_dict() for r in rows.arq_agent],
         "latency": latency.to_dict() if latency else None,
         "latency_concurrency_1": diagnostic.to_dict() if diagnostic else None,
+        "sessions_at_once": runs.scale.to_dict() if runs.scale else None,
+        "resume": runs.resume.to_dict() if runs.resume else None, "load": load,
         "ours_vs_arq": ratios, "targets": targets, "seconds": round(seconds, 1),
     }

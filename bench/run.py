@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.latency import LatencyResult, run_latency
+from bench.latency import run_latency
 from bench.redis_server import start_redis
-from bench.report import Rows, report
+from bench.report import InProcess, Rows, report
+from bench.resume import run_resume
+from bench.scale import run_scale
 from bench.throughput import BenchError, ThroughputResult, median_of, run_arq, run_ours
 
 ARQ_POLL_BOUND_S = 0.1  # arq rows with a poll_delay this long are poll-bound: run once
@@ -32,12 +35,19 @@ class Sizes:
     low: tuple[int, int]  # 1-based step window "around step 10"
     high: tuple[int, int]  # window "around step 1000" (the last steps)
     diag_sessions: int  # the same at concurrency 1 (diagnostic, no target)
+    scale: tuple[int, int]  # sessions at once on one worker: few, many
+    scale_steps: tuple[int, int]  # steps per chain in those runs
+    resume_sessions: int  # sessions paused and resumed, one at a time
+    resume_committed: int  # steps each has committed when paused
 
 
-DEFAULT = Sizes(sessions=50, steps=40, latency_sessions=30, latency_steps=1000,
-                low=(5, 15), high=(990, 1000), diag_sessions=10)
+DEFAULT = Sizes(sessions=50, steps=40, latency_sessions=12, latency_steps=5000,
+                low=(5, 15), high=(4990, 5000), diag_sessions=2, scale=(100, 10_000),
+                scale_steps=(30, 3), resume_sessions=5, resume_committed=1000)
 QUICK = Sizes(sessions=10, steps=20, latency_sessions=4, latency_steps=1000,
-              low=(5, 15), high=(990, 1000), diag_sessions=2)
+              low=(5, 15), high=(990, 1000), diag_sessions=2, scale=(100, 1000),
+              scale_steps=(10, 3), resume_sessions=1, resume_committed=1000)
+SKIPPABLE = "noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="arq poll_delay values to run the reference with; 0.5 is arq's "
                         "default (default: 0.5,0.01)")
     p.add_argument("--skip", default="",
-                   help="comma list of: noop,scripted,arq,arq-agent,latency,diagnostic")
+                   help=f"comma list of: {SKIPPABLE}")
     p.add_argument("--repeat", type=int, default=None,
                    help="runs per no-op / arq row, median reported (default 3; 1 with --quick)")
     p.add_argument("--timeout", type=float, default=240.0, help="per-run timeout, seconds")
@@ -68,78 +78,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     sizes = QUICK if args.quick else DEFAULT
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    counts = [int(x) for x in args.workers.split(",") if x.strip()]
-    polls = [float(x) for x in args.arq_poll_delay.split(",") if x.strip()]
     try:
         server = start_redis()
     except RuntimeError as exc:
         raise SystemExit(f"bench: {exc}") from None
     logdir = Path(tempfile.mkdtemp(prefix="durable-bench-"))
-    ours: list[ThroughputResult] = []
-    scripted: list[ThroughputResult] = []
-    arq: list[ThroughputResult] = []
-    latency: LatencyResult | None = None
-    diagnostic: LatencyResult | None = None
+    load = [os.getloadavg()[0]]  # the machine may be shared: say how busy it was
     started = time.perf_counter()
     ok = False
     try:
-        steps = sizes.sessions * sizes.steps
-        runs: dict[tuple[str, int, float], list[ThroughputResult]] = defaultdict(list)
-        # Repeats are interleaved (ours, then arq, then ours again ...) so that both see
-        # the same background load; each row reports the median run.
-        for rep in range(args.repeat):
-            for n in counts:
-                if "noop" not in skip:
-                    log(f"no-op steps, {n} worker(s), run {rep + 1}/{args.repeat} ...")
-                    runs["noop", n, 0].append(await run_ours(
-                        server.url, logdir, workers=n, noop=True, sessions=sizes.sessions,
-                        steps=sizes.steps, concurrency=args.concurrency,
-                        timeout_s=args.timeout))
-            for poll in polls:
-                # arq at its default poll_delay is poll-bound (~200 jobs/s): run once.
-                if "arq" in skip or (rep > 0 and poll >= ARQ_POLL_BOUND_S):
-                    continue
-                for n in counts:
-                    log(f"arq reference, poll_delay {poll:g}s, {n} worker(s), "
-                        f"run {rep + 1}/{args.repeat} ...")
-                    runs["arq", n, poll].append(await run_arq(
-                        server.port, logdir, workers=n, jobs=steps,
-                        max_jobs=args.concurrency, poll_delay=poll, timeout_s=args.timeout))
-        for n in counts:
-            if "scripted" not in skip:
-                log(f"scripted steps, {n} worker(s) ...")
-                runs["scripted", n, 0].append(await run_ours(
-                    server.url, logdir, workers=n, noop=False, sessions=sizes.sessions,
-                    steps=sizes.steps, concurrency=args.concurrency, timeout_s=args.timeout))
-            if "arq-agent" not in skip:
-                # arq at its best poll_delay, making our step's Strands call with its
-                # history: the reference for a step that calls a model.
-                log(f"arq reference, the same agent call and history, {n} worker(s) ...")
-                runs["arq-agent", n, 0].append(await run_arq(
-                    server.port, logdir, workers=n, jobs=steps, max_jobs=args.concurrency,
-                    poll_delay=min(polls or [0.01]), timeout_s=args.timeout,
-                    agent_chains=(sizes.sessions, sizes.steps)))
-        ours = [median_of(runs["noop", n, 0]) for n in counts if runs["noop", n, 0]]
-        scripted = [median_of(runs["scripted", n, 0]) for n in counts
-                    if runs["scripted", n, 0]]
-        arq = [median_of(runs["arq", n, poll]) for poll in polls for n in counts
-               if runs["arq", n, poll]]
-        arq_agent = [median_of(runs["arq-agent", n, 0]) for n in counts
-                     if runs["arq-agent", n, 0]]
-        if "latency" not in skip:
-            log(f"commit latency, {sizes.latency_sessions} x {sizes.latency_steps}-step "
-                "chains in-process ...")
-            latency = await run_latency(server.url, sessions=sizes.latency_sessions,
-                                        steps=sizes.latency_steps, low=sizes.low,
-                                        high=sizes.high, concurrency=args.concurrency,
-                                        timeout_s=args.timeout)
-        if "diagnostic" not in skip and sizes.diag_sessions:
-            log(f"commit latency at concurrency 1 (diagnostic), {sizes.diag_sessions} x "
-                f"{sizes.latency_steps}-step chains in-process ...")
-            diagnostic = await run_latency(server.url, sessions=sizes.diag_sessions,
-                                           steps=sizes.latency_steps, low=sizes.low,
-                                           high=sizes.high, concurrency=1,
-                                           timeout_s=args.timeout)
+        rows = await throughput(args, sizes, skip, server.url, server.port, logdir)
+        runs = await in_process(args, sizes, skip, server.url)
         ok = True
     finally:
         server.stop()
@@ -147,8 +96,91 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(logdir, ignore_errors=True)
         else:
             log(f"worker logs kept in {logdir}")
-    return report(args, sizes, Rows(ours, scripted, arq, arq_agent), latency, diagnostic,
-                  time.perf_counter() - started, server.port)
+    load.append(os.getloadavg()[0])
+    return report(args, sizes, rows, runs, time.perf_counter() - started, server.port,
+                  load=f"{load[0]:.1f} at the start, {load[1]:.1f} at the end (1 min)")
+
+
+async def throughput(args: argparse.Namespace, sizes: Sizes, skip: set[str], url: str,
+                     port: int, logdir: Path) -> Rows:
+    """Our workers (no-op and scripted) and arq's, as separate processes."""
+    counts = [int(x) for x in args.workers.split(",") if x.strip()]
+    polls = [float(x) for x in args.arq_poll_delay.split(",") if x.strip()]
+    steps = sizes.sessions * sizes.steps
+    runs: dict[tuple[str, int, float], list[ThroughputResult]] = defaultdict(list)
+    # Repeats are interleaved (ours, then arq, then ours again ...) so that both see
+    # the same background load; each row reports the median run.
+    for rep in range(args.repeat):
+        for n in counts:
+            if "noop" not in skip:
+                log(f"no-op steps, {n} worker(s), run {rep + 1}/{args.repeat} ...")
+                runs["noop", n, 0].append(await run_ours(
+                    url, logdir, workers=n, noop=True, sessions=sizes.sessions,
+                    steps=sizes.steps, concurrency=args.concurrency, timeout_s=args.timeout))
+        for poll in polls:
+            # arq at its default poll_delay is poll-bound (~200 jobs/s): run once.
+            if "arq" in skip or (rep > 0 and poll >= ARQ_POLL_BOUND_S):
+                continue
+            for n in counts:
+                log(f"arq reference, poll_delay {poll:g}s, {n} worker(s), "
+                    f"run {rep + 1}/{args.repeat} ...")
+                runs["arq", n, poll].append(await run_arq(
+                    port, logdir, workers=n, jobs=steps, max_jobs=args.concurrency,
+                    poll_delay=poll, timeout_s=args.timeout))
+    for n in counts:
+        if "scripted" not in skip:
+            log(f"scripted steps, {n} worker(s) ...")
+            runs["scripted", n, 0].append(await run_ours(
+                url, logdir, workers=n, noop=False, sessions=sizes.sessions,
+                steps=sizes.steps, concurrency=args.concurrency, timeout_s=args.timeout))
+        if "arq-agent" not in skip:
+            # arq at its best poll_delay, making our step's Strands call with its
+            # history: the reference for a step that calls a model.
+            log(f"arq reference, the same agent call and history, {n} worker(s) ...")
+            runs["arq-agent", n, 0].append(await run_arq(
+                port, logdir, workers=n, jobs=steps, max_jobs=args.concurrency,
+                poll_delay=min(polls or [0.01]), timeout_s=args.timeout,
+                agent_chains=(sizes.sessions, sizes.steps)))
+
+    def rows(kind: str, polled: list[float]) -> list[ThroughputResult]:
+        return [median_of(runs[kind, n, poll]) for poll in polled for n in counts
+                if runs[kind, n, poll]]
+
+    return Rows(rows("noop", [0]), rows("scripted", [0]), rows("arq", polls),
+                rows("arq-agent", [0]))
+
+
+async def in_process(args: argparse.Namespace, sizes: Sizes, skip: set[str],
+                     url: str) -> InProcess:
+    """Commit latency (and its concurrency-1 diagnostic), sessions at once, resume."""
+    runs = InProcess()
+    timeout = args.timeout
+    if "latency" not in skip:
+        log(f"commit latency, {sizes.latency_sessions} x {sizes.latency_steps}-step "
+            "chains in-process ...")
+        runs.latency = await run_latency(url, sessions=sizes.latency_sessions,
+                                         steps=sizes.latency_steps, low=sizes.low,
+                                         high=sizes.high, concurrency=args.concurrency,
+                                         timeout_s=timeout)
+    if "diagnostic" not in skip and sizes.diag_sessions:
+        log(f"commit latency at concurrency 1 (diagnostic), {sizes.diag_sessions} x "
+            f"{sizes.latency_steps}-step chains in-process ...")
+        runs.diagnostic = await run_latency(url, sessions=sizes.diag_sessions,
+                                            steps=sizes.latency_steps, low=sizes.low,
+                                            high=sizes.high, concurrency=1,
+                                            timeout_s=timeout, footprint_sample=0)
+    if "scale" not in skip:
+        (few, many), (few_steps, many_steps) = sizes.scale, sizes.scale_steps
+        log(f"{few:,} x {few_steps}-step then {many:,} x {many_steps}-step chains at once on "
+            "one worker, in-process ...")
+        runs.scale = await run_scale(url, sessions=sizes.scale, steps=sizes.scale_steps,
+                                     concurrency=args.concurrency, timeout_s=timeout)
+    if "resume" not in skip and sizes.resume_sessions:
+        log(f"resume of {sizes.resume_sessions} paused session(s) with "
+            f"{sizes.resume_committed:,} committed steps, in-process ...")
+        runs.resume = await run_resume(url, sessions=sizes.resume_sessions,
+                                       committed=sizes.resume_committed, timeout_s=timeout)
+    return runs
 
 
 def log(msg: str) -> None:

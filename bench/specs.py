@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
+from strands_durable.settings import current_limits
 
 CHAIN = """\
 version: 0
@@ -34,4 +35,12 @@ def chain_text(steps: int, delay_s: float = 0.0) -> str:
 
 @cache
 def chain_spec(steps: int, delay_s: float = 0.0) -> LoadedSpec:
-    return load_spec_text(chain_text(steps, delay_s), f"<bench chain {steps}>")
+    text = chain_text(steps, delay_s)
+    # A 5,000-step chain is past the default spec limits (nodes, bytes): raised here for
+    # the bench's own specs only, never for the workers or the API.
+    base = current_limits()
+    limits = base.model_copy(update={
+        "max_spec_nodes": max(base.max_spec_nodes, 6 * steps + 100),
+        "max_spec_bytes": max(base.max_spec_bytes, 2 * len(text)),
+        "max_spec_expanded_bytes": max(base.max_spec_expanded_bytes, 4 * len(text))})
+    return load_spec_text(text, f"<bench chain {steps}>", limits=limits)
