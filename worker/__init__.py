@@ -29,6 +29,7 @@ from strands_durable.store.redis_url import (
     is_cluster_url,
     redact,
 )
+from strands_durable.worker.stop_watchdog import StopWatchdog
 
 if TYPE_CHECKING:
     from arq.worker import Worker
@@ -111,10 +112,11 @@ PROCESS = WorkerProcess.from_env()
 _metrics_watched = False
 
 
-def _stop_riding_on_signal(outage: RedisOutage) -> None:
+def _stop_riding_on_signal(outage: RedisOutage, watchdog: StopWatchdog) -> None:
     """On SIGTERM/SIGINT stop waiting for Redis, so a worker told to stop during an
-    outage exits at once instead of at the outage limit. arq offers `Worker.on_stop`
-    but no way to set it from WorkerSettings; `on_startup` runs inside Worker.main."""
+    outage exits at once instead of at the outage limit, and bound the whole stop
+    (worker/stop_watchdog.py). arq offers `Worker.on_stop` but no way to set it from
+    WorkerSettings; `on_startup` runs inside Worker.main."""
     from arq.worker import Worker
 
     task = asyncio.current_task()
@@ -125,6 +127,7 @@ def _stop_riding_on_signal(outage: RedisOutage) -> None:
     previous = worker.on_stop
 
     def on_stop(sig: Any) -> None:
+        watchdog.arm()
         outage.stop()
         if previous is not None:
             previous(sig)
@@ -143,7 +146,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     settings, outage = PROCESS.settings, PROCESS.outage
     if settings is None or outage is None:
         _exit(EXIT_BAD_CONFIG, f"worker not started: {PROCESS.problem}")
-    _stop_riding_on_signal(outage)
+    _stop_riding_on_signal(outage, StopWatchdog(settings.shutdown_grace_s))
     consumer = StepConsumer(settings, open_store(settings, **outage_client_kwargs(outage)))
     try:
         await consumer.start()

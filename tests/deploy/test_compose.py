@@ -328,7 +328,8 @@ def running_roles(config: dict[str, Any], tmp_path: Path
     svcs = services(config)
     flags = svcs["redis"]["command"][1:]
     redis = start_redis(flags, workdir=tmp_path)
-    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1",
+            "PYTHONFAULTHANDLER": "1"}
     host = {**base, "DURABLE_REDIS_URL": redis.url, "DURABLE_KEY_PREFIX": random_prefix()}
     roles: dict[str, tuple[subprocess.Popen[bytes], dict[str, str]]] = {}
     replicas = {"api": 1, "scheduler": 1, "worker": svcs["worker"]["deploy"]["replicas"]}
@@ -385,4 +386,10 @@ def test_compose_roles_serve_their_healthchecks_and_the_host_cli_runs_a_workflow
         proc.send_signal(signal.SIGTERM)
     for name, (proc, _) in roles.items():
         grace = duration_s(services(config)[name.split("-")[0]].get("stop_grace_period", "10s"))
-        proc.wait(timeout=grace)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: its threads' stacks to the log
+            proc.wait(timeout=30)
+            log = (tmp_path / f"{name}.log").read_text(errors="replace")
+            pytest.fail(f"{name} still running {grace:.0f}s after SIGTERM; its log:\n{log[-6000:]}")

@@ -1,0 +1,47 @@
+"""A bound on a worker's stop: once told to stop, it is gone within
+DURABLE_SHUTDOWN_GRACE_S plus a margin, whatever hangs.
+
+Running steps get the grace period to commit (worker/consumer.py); what is left after
+that is cancelled and stays pending for another worker, so nothing is lost by exiting.
+A stop that overruns (a task that ignores its cancellation, a library's exit handler
+waiting on something) would otherwise hold the process until the orchestrator's SIGKILL,
+without a word on why. The watchdog writes every thread's stack to stderr first, so the
+overrun can be diagnosed, then exits 70 (EX_SOFTWARE).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import sys
+import threading
+
+log = logging.getLogger("durable.worker")
+
+STOP_MARGIN_S = 10.0  # beyond the grace period: cancelling and handing back steps
+EXIT_STOP_OVERRUN = 70
+
+
+class StopWatchdog:
+    def __init__(self, grace_s: float, margin_s: float = STOP_MARGIN_S) -> None:
+        self.limit_s = grace_s + margin_s
+        self._timer: threading.Timer | None = None
+
+    def arm(self) -> None:
+        """Start counting (the first stop signal; later ones change nothing)."""
+        if self._timer is not None:
+            return
+        # A daemon thread: a stop that ends in time exits without waiting for it.
+        self._timer = threading.Timer(self.limit_s, self._overrun)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _overrun(self) -> None:
+        log.critical("worker still stopping %.0fs after the stop signal "
+                     "(DURABLE_SHUTDOWN_GRACE_S + %.0fs): exiting now; running steps stay "
+                     "pending for another worker; the threads' stacks follow",
+                     self.limit_s, STOP_MARGIN_S)
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        logging.shutdown()
+        os._exit(EXIT_STOP_OVERRUN)
