@@ -147,6 +147,9 @@ class CommitRequest:
     # A human's answer (or its default after the timeout): a session paused waiting for
     # it runs again, with what was held back. The planner knows; the script is told.
     answers_human: bool = False
+    # New entries of the step's stream the commit takes and gates for the worker (its
+    # free slots; 0 when stopping): a busy worker's next step comes with its commit.
+    take_next: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,7 @@ class CommitOutcome:
     status: str = ""
     bytes_written: int = 0  # the checkpoint's size, when written (see commit_bytes)
     position: int = 0  # 'ok': the result's 1-based place in the session's commit order
+    taken: tuple[TakenEntry, ...] = ()  # 'ok': what the commit took (take_next)
 
 
 def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],

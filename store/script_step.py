@@ -64,6 +64,22 @@ class GateArgs:
 
 # -- take.lua -----------------------------------------------------------------------
 @dataclass(frozen=True)
+class TakeSpelling:
+    """How take.lua and commit.lua spell the keys of any session on a shard from a
+    stream entry's session id: prefix + id (+ suffix; Keys.session_suffixes)."""
+
+    session_prefix: str
+    results: str
+    order: str
+    events: str
+    held: str
+    journal_prefix: str  # + the step key: the step's journal
+    conversation_prefix: str  # + the lane: the step's conversation
+    wanted: str  # meta fields to return, JSON array
+    page: int  # conversation items returned (the newest)
+
+
+@dataclass(frozen=True)
 class TakeKeys:
     stream: str
 
@@ -72,18 +88,11 @@ class TakeKeys:
 class TakeArgs:
     group: str
     consumer: str
-    count: int
-    session_prefix: str  # a session's keys on this shard: prefix + id (+ suffix)
-    results: str  # the suffixes of the session's keys (Keys.session_suffixes)
-    order: str
-    events: str
-    held: str
-    journal_prefix: str  # + the step key: the step's journal
-    wanted: str  # meta fields to return, JSON array
+    count: int  # new entries to read and gate
     now_iso: str  # the step_started event's time
     events_max: int
-    conversation_prefix: str  # + the lane: the step's conversation
-    page: int  # conversation items returned (the newest)
+    ids: str  # entries read already (blocking XREADGROUP), space-separated, to gate first
+    spelling: TakeSpelling
 
 
 # -- commit.lua ---------------------------------------------------------------------
@@ -133,6 +142,8 @@ class CommitArgs:
     timers: str  # JSON array of [due ms, job JSON]
     events_max: int
     answers_human: int  # 1: a human's answer, which resumes a session paused for it
+    take: int  # new entries to take and gate after an 'ok' (the worker's free slots)
+    spelling: TakeSpelling
 
 
 # -- fail_step.lua ------------------------------------------------------------------
@@ -286,12 +297,13 @@ class StepScripts(ScriptLibrary):
         return list(await self._call("gate", keys, args))
 
     async def take(self, *, keys: TakeKeys, args: TakeArgs) -> list[Any]:
-        """Per entry taken: [id, fields, verdict] (+ wanted values, commit-order length,
-        journal fields when 'run'); [] when the stream had nothing new."""
+        """Per entry gated: [id, fields, verdict] (+ wanted values, commit-order length,
+        journal fields, lane length and page when 'run'); [] when there was none."""
         return list(await self._call("take", keys, args))
 
     async def commit(self, *, keys: CommitKeys, args: CommitArgs) -> list[Any]:
-        """['ok', version, status] | ['conflict', version] | [verdict]."""
+        """['ok', version, status, position, taken (as take)] | ['conflict', version]
+        | [verdict]."""
         return list(await self._call("commit", keys, args))
 
     async def fail_step(self, *, keys: FailStepKeys, args: FailStepArgs) -> list[Any]:

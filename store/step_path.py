@@ -49,6 +49,7 @@ from strands_durable.store.script_step import (
     RenewArgs,
     StreamKeys,
 )
+from strands_durable.store.streams import parse_taken, take_spelling
 
 
 class StepPath(StoreBase):
@@ -159,13 +160,14 @@ class StepPath(StoreBase):
                 events=dumps([e.to_fields() for e in req.events]), checkpoint=checkpoint,
                 waiting=dumps(list(req.waiting)),
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
-                events_max=self.events_max, answers_human=int(req.answers_human)),
+                events_max=self.events_max, answers_human=int(req.answers_human),
+                take=req.take_next, spelling=take_spelling(k, shard)),
         )
         verdict = as_str(res[0])
         if verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
             return CommitOutcome("ok", int(as_str(res[1])), as_str(res[2]), written,
-                                 int(res[3]))
+                                 int(res[3]), tuple(parse_taken(item) for item in res[4]))
         if verdict == "conflict":
             return CommitOutcome("conflict", int(as_str(res[1]) or 0))
         return CommitOutcome(verdict)  # type: ignore[arg-type]

@@ -4,12 +4,13 @@ entries, idle ones to take over) and what `durable run` claims of its own sessio
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, as_str_map
 from strands_durable.store.conversation import PAGE
-from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.keys import CONSUMER_GROUP, Keys
 from strands_durable.store.records import (
     GATE_FIELDS,
     AutoClaimed,
@@ -18,7 +19,29 @@ from strands_durable.store.records import (
     StreamEntry,
     TakenEntry,
 )
-from strands_durable.store.script_step import ClaimSessionArgs, StreamKeys, TakeArgs, TakeKeys
+from strands_durable.store.script_step import (
+    ClaimSessionArgs,
+    StreamKeys,
+    TakeArgs,
+    TakeKeys,
+    TakeSpelling,
+)
+
+_WANTED = json.dumps(list(GATE_FIELDS))
+_SPELLINGS: dict[str, TakeSpelling] = {}
+
+
+def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
+    """The shard's TakeSpelling; it depends only on the key layout, so it is made once
+    per session prefix (every step's commit sends it)."""
+    prefix = keys.session_prefix(shard)
+    spelling = _SPELLINGS.get(prefix)
+    if spelling is None:
+        if len(_SPELLINGS) > 4096:  # many stores in one process (tests): stay bounded
+            _SPELLINGS.clear()
+        spelling = _SPELLINGS[prefix] = TakeSpelling(
+            session_prefix=prefix, **keys.session_suffixes(), wanted=_WANTED, page=PAGE)
+    return spelling
 
 
 class StreamReads(StoreBase):
@@ -32,18 +55,19 @@ class StreamReads(StoreBase):
         return [(as_str(eid), as_str_map(fields))
                 for _stream, entries in reply or [] for eid, fields in entries]
 
-    async def take_new(self, shard: int, consumer: str, count: int, now_iso: str
-                       ) -> list[TakenEntry]:
-        """Like read_new without waiting, each entry gated in the same call (take.lua):
-        one round trip for the read and every gate. [] when nothing new was there."""
-        suffixes = self.keys.session_suffixes()
+    async def take_new(self, shard: int, consumer: str, count: int, now_iso: str,
+                       read: Sequence[StreamEntry] = ()) -> list[TakenEntry]:
+        """Gate `read` (entries a blocking read_new just made ours), then take up to
+        `count` new ones without waiting and gate each, all in one call (take.lua).
+        [] when there was nothing to gate."""
         reply = await self.scripts.take(
             keys=TakeKeys(self.keys.stream(shard)),
             args=TakeArgs(group=CONSUMER_GROUP, consumer=consumer, count=count,
-                          session_prefix=self.keys.session_prefix(shard), **suffixes,
-                          wanted=json.dumps(list(GATE_FIELDS)), now_iso=now_iso,
-                          events_max=self.events_max, page=PAGE))
-        return [_taken(item) for item in reply]
+                          now_iso=now_iso, events_max=self.events_max,
+                          ids=" ".join(entry_id for entry_id, _ in read),
+                          spelling=take_spelling(self.keys, shard)))
+        known = dict(read)
+        return [parse_taken(item, known) for item in reply]
 
     async def claim_idle(self, shard: int, consumer: str, min_idle_ms: int, cursor: str,
                          count: int) -> AutoClaimed:
@@ -104,10 +128,15 @@ class StreamReads(StoreBase):
         return ""
 
 
-def _taken(item: list[Any]) -> TakenEntry:
+def parse_taken(item: list[Any], known: dict[str, dict[str, str]] | None = None
+                ) -> TakenEntry:
+    """One item of take.lua's (or commit.lua's `taken`) reply. An entry sent by id whose
+    stream entry is gone comes back without fields: those the caller read are kept."""
     raw = [as_str(x) for x in item[1]]  # a stream entry's fields: always pairs
     fields = dict(zip(raw[::2], raw[1::2], strict=True))
     entry_id, verdict = as_str(item[0]), as_str(item[2])
+    if not fields and known:
+        fields = known.get(entry_id, fields)
     if verdict == "ungated":
         return TakenEntry(entry_id, fields)
     if verdict != "run":

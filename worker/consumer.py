@@ -41,6 +41,10 @@ class StepConsumer:
         self._loops: list[asyncio.Task[None]] = []
         self._readers = 0  # the first _readers loops read the streams
         self._stopping = asyncio.Event()
+        # Shards a commit just found with nothing new: the next read waits at once
+        # (a take there would find nothing again; one round trip saved).
+        self._drained: set[int] = set()
+        self.runner.take_next = self._take_next
         self.started_at = now_iso()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -117,10 +121,22 @@ class StepConsumer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _take_next(self) -> int:
+        """A commit takes the worker's next entry into the slot its step frees, unless
+        the worker is stopping."""
+        return 0 if self._stopping.is_set() else 1
+
     async def _run_one(self, shard: int, entry_id: str, fields: dict[str, str],
                        reclaimed: bool, gated: TakenEntry | None = None) -> None:
+        """Run the entry's step in the slot the caller took, then what its commit took
+        in the same slot (and task), until a commit takes nothing."""
         try:
-            await self.runner.process(shard, entry_id, fields, reclaimed, gated)
+            while True:
+                taken = await self.runner.process(shard, entry_id, fields, reclaimed, gated)
+                gated = await self._next_taken(shard, taken)
+                if gated is None:
+                    return
+                entry_id, fields, reclaimed = gated.entry_id, gated.fields, False
         except asyncio.CancelledError:
             raise
         except REDIS_DOWN_IN_LOOP as exc:
@@ -130,6 +146,23 @@ class StepConsumer:
             log.exception("step entry %s: unexpected error; left pending", entry_id)
         finally:
             self._slots.release()
+
+    async def _next_taken(self, shard: int, taken: list[TakenEntry] | None
+                          ) -> TakenEntry | None:
+        """The entry a commit took to run next, if any; one its gate settled (held,
+        committed, ...: acked there) needs nothing. Taken as the worker began to stop:
+        handed back for another worker at once."""
+        if taken == []:
+            self._drained.add(shard)
+        runnable = [t for t in taken or () if t.gate is None or t.gate.verdict == "run"]
+        if runnable and self._stopping.is_set():
+            await self.store.release(shard, [t.entry_id for t in runnable], self.name,
+                                     self.settings.claim_idle_ms * 10)
+            return None
+        for extra in runnable[1:]:  # a commit takes one per freed slot: not reached
+            await self.store.release(shard, [extra.entry_id], self.name,
+                                     self.settings.claim_idle_ms * 10)
+        return runnable[0] if runnable else None
 
     async def _acquire_slots(self) -> int:
         """Wait for at least one free slot; take as many as are free."""
@@ -174,19 +207,25 @@ class StepConsumer:
 
     async def _read_new(self, shard: int, count: int) -> int:
         # While there is work, entries come gated (take.lua: one round trip for the
-        # read and every gate); an empty stream is waited on with a blocking read.
-        taken = await self.store.take_new(shard, self.name, count, now_iso())
-        if taken:
-            return self._start_taken(shard, taken)
+        # read and every gate); an empty stream is waited on with a blocking read, and
+        # what it returns is gated in one call with any more new entries there are.
+        if shard in self._drained:
+            self._drained.discard(shard)
+        else:
+            taken = await self.store.take_new(shard, self.name, count, now_iso())
+            if taken:
+                return self._start_taken(shard, taken)
         entries = await self.store.read_new(shard, self.name, count,
                                             self.settings.read_block_ms)
         if entries and self._stopping.is_set():  # arrived as we stopped: hand them back
             await self.store.release(shard, [e for e, _ in entries], self.name,
                                      self.settings.claim_idle_ms * 10)
             return 0
-        for entry_id, fields in entries:
-            self._spawn(shard, entry_id, fields, reclaimed=False)
-        return len(entries)
+        if not entries:
+            return 0
+        gated = await self.store.take_new(shard, self.name, count - len(entries), now_iso(),
+                                          read=entries)
+        return self._start_taken(shard, gated)
 
     def _start_taken(self, shard: int, taken: list[TakenEntry]) -> int:
         """Run what take.lua handed over; an entry its gate settled (committed, held,
@@ -194,7 +233,7 @@ class StepConsumer:
         started = 0
         for entry in taken:
             if entry.gate is not None and entry.gate.verdict != "run":
-                log.debug("entry %s: %s", entry.entry_id, entry.gate.verdict)
+                log.debug("entry %s: %s", entry.entry_id, entry.gate.verdict)  # or stale
                 continue
             # Arrived as we stopped: it still runs (its step_started is written), within
             # the grace period like every running step.

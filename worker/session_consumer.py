@@ -35,6 +35,9 @@ class SessionConsumer(StepConsumer):
     def read_shards(self) -> Sequence[int]:
         return (self.shard,)
 
+    def _take_next(self) -> int:
+        return 0  # a commit's take reads the group ('>'): any session's entry
+
     async def promote_timers(self, shard: int) -> int:
         return await self.store.promote_timers(shard, now_ms(), session_id=self.session_id)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -51,6 +52,9 @@ log = logging.getLogger("durable.worker")
 
 MAX_REPLANS = 50
 T = TypeVar("T")
+# What a step's commit took for the worker to run next: None, it took nothing (it was
+# not asked to, or did not commit); [], the stream had nothing new; else the entries.
+Taken = list[TakenEntry] | None
 
 
 @dataclass
@@ -122,9 +126,13 @@ class StepRunner:
         self.crash = executor.crash  # one count per process for every crash point
         self.breakpoints = (Breakpoints(settings.breakpoint_dir, consumer)
                             if settings.breakpoint_dir else None)
+        # How many new entries a commit may take for this worker to run next (its
+        # consumer says: 0 once stopping, or for a consumer that never reads the group).
+        self.take_next: Callable[[], int] = lambda: 0
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
-                      reclaimed: bool = False, gated: TakenEntry | None = None) -> None:
+                      reclaimed: bool = False, gated: TakenEntry | None = None) -> Taken:
+        """Run the entry's step; returns what its commit took (pending under us, to run)."""
         try:
             job = StepJob.from_json(fields["job"])
         except (KeyError, ValueError, TypeError) as exc:
@@ -133,10 +141,10 @@ class StepRunner:
             await self.store.dead_letter_raw(shard, entry_id, fields, f"not a step job: {exc}",
                                             self.consumer)
             metrics.dead_lettered()
-            return
+            return None
         self.running[entry_id] = job
         try:
-            await self._process(shard, entry_id, job, reclaimed, gated)
+            return await self._process(shard, entry_id, job, reclaimed, gated)
         finally:
             self.running.pop(entry_id, None)
 
@@ -158,18 +166,17 @@ class StepRunner:
         return gate
 
     async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool,
-                       gated: TakenEntry | None = None) -> None:
+                       gated: TakenEntry | None = None) -> Taken:
         sid = job.session_id
         cache = self.cache.get(sid)
         gate = await self._gate(entry_id, job, reclaimed, cache, gated)
         if gate.verdict != "run":
             log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
-            return
+            return None
         fields = gate.fields
         spec = await self._spec(sid, fields["spec_digest"])
         if job.kind == StepKind.HITL_TIMEOUT:
-            await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
-            return
+            return await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
         variables = json.loads(fields["variables"] or "{}")
         self.crash.reached("after_gate")
         run = StepRun(entry_id=entry_id, worker=self.consumer,
@@ -179,12 +186,12 @@ class StepRunner:
         facts = StepFacts(self.consumer, reclaimed, len(gate.journal),
                           int(fields.get("steps") or 0))
         with TRACING.step_span(spec, job, facts, self.settings) as spans:
-            await self._run(shard, entry_id, spec, variables, job, reclaimed, run, fields,
-                            cache, spans)
+            return await self._run(shard, entry_id, spec, variables, job, reclaimed, run,
+                                   fields, cache, spans)
 
     async def _run(self, shard: int, entry_id: str, spec: Spec, variables: dict[str, Any],
                    job: StepJob, reclaimed: bool, run: StepRun, fields: dict[str, str],
-                   cache: SessionCache, spans: StepCollector | None = None) -> None:
+                   cache: SessionCache, spans: StepCollector | None = None) -> Taken:
         sid = job.session_id
         try:
             output = await self._execute_with_lease(shard, entry_id, spec, variables, job,
@@ -193,12 +200,12 @@ class StepRunner:
             log.warning("session %s step %s: lease lost to another worker; abandoning",
                         sid, job.key)
             metrics.step_lost(spec.pattern.type, job.agent)
-            return
+            return None
         except asyncio.CancelledError:
             raise  # shutdown: the entry stays pending and another worker reclaims it
         except Exception as exc:
             await self._fail(shard, entry_id, spec, job, exc)
-            return
+            return None
 
         result = StepResult(
             key=job.key, agent=job.agent, response=output.response,
@@ -208,7 +215,8 @@ class StepRunner:
             # This run's spans, committed with the step (`{{ TRACE }}`), when kept.
             trace=spans.trace() if spans is not None else None,
         )
-        await self._plan_and_commit(shard, entry_id, spec, job, result, output, fields, cache)
+        return await self._plan_and_commit(shard, entry_id, spec, job, result, output, fields,
+                                           cache)
 
     async def _spec(self, sid: str, digest: str) -> Spec:
         # Sessions of one spec share a digest: fetch and parse each spec once.
@@ -263,7 +271,7 @@ class StepRunner:
 
     async def _plan_and_commit(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                                result: StepResult, output: StepOutput,
-                               fields: dict[str, str], cache: SessionCache) -> None:
+                               fields: dict[str, str], cache: SessionCache) -> Taken:
         sid = job.session_id
         for _ in range(MAX_REPLANS):
             # A copy: the loop may extend the cache while the thread plans.
@@ -278,8 +286,11 @@ class StepRunner:
                 log.warning("session %s step %s: lease lost while planning; abandoning",
                             sid, job.key)
                 metrics.step_lost(spec.pattern.type, job.agent)
-                return
+                return None
             self.crash.reached("before_commit")
+            take = self.take_next() if entry_id else 0
+            if take:
+                request = dataclasses.replace(request, take_next=take)
             outcome = await metrics.timed_commit(self.store, request)
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
@@ -293,27 +304,28 @@ class StepRunner:
                     self.crash.reached("after_commit")
                     if outcome.status == SessionStatus.COMPLETED.value:
                         await self._trace_completion(spec, sid)
-                else:
-                    log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
-                return
+                    return list(outcome.taken) if take else None
+                log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
+                return None
             fields = await self._refresh(sid, cache)
         log.error("session %s step %s: gave up after %d conflicting commits", sid, job.key,
                   MAX_REPLANS)
+        return None
 
     async def _apply_hitl_default(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
-                                  fields: dict[str, str], cache: SessionCache) -> None:
+                                  fields: dict[str, str], cache: SessionCache) -> Taken:
         """A HITL step's timeout came due: commit its default as the human's answer."""
         waiting = {w["step"] for w in json.loads(fields.get("waiting") or "[]")}
         if job.key not in waiting:
             await self.store.ack(shard, entry_id)  # answered (or withdrawn) meanwhile
-            return
+            return None
         default = str(job.meta.get("default") or "")
         result = StepResult(key=job.key, agent="hitl", response=default, worker=self.consumer,
                             committed_at=now_iso(), meta={**job.meta, "timed_out": True})
         log.info("session %s: HITL %s timed out; applying its default", job.session_id,
                  job.key)
-        await self._plan_and_commit(shard, entry_id, spec, job, result,
-                                    StepOutput(response=default), fields, cache)
+        return await self._plan_and_commit(shard, entry_id, spec, job, result,
+                                           StepOutput(response=default), fields, cache)
 
     async def _trace_completion(self, spec: Spec, sid: str) -> None:
         """The session span, from the worker that completed the session."""

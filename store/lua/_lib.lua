@@ -92,3 +92,74 @@ end
 local function bump_version(meta)
   return redis.call('HINCRBY', meta, 'version', 1)
 end
+
+-- Taking and gating new entries of a shard's stream in the script that reads them
+-- (take.lua, and commit.lua for the worker's next step). A session's keys are spelled
+-- from the entry's session id with the shard's prefix and store/keys.py's suffixes
+-- (store/script_step.py TakeSpelling, nine ARGV from `i`): undeclared keys, all in the
+-- shard's hash-tag slot. The fence holds by construction: the entry is pending under
+-- `consumer` from the XREADGROUP in the same script.
+local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
+
+local function spelling_at(i, now_iso, events_max)
+  return {prefix = ARGV[i], results = ARGV[i + 1], order = ARGV[i + 2],
+          events = ARGV[i + 3], held = ARGV[i + 4], journal = ARGV[i + 5],
+          conversation = ARGV[i + 6], wanted = cjson.decode(ARGV[i + 7]),
+          page = tonumber(ARGV[i + 8]), now = now_iso, events_max = events_max}
+end
+
+-- One item {id, fields, verdict} and, for 'run', {..., values, commit-order length,
+-- journal fields, lane length, the lane's newest page}. 'ungated': the job cannot be
+-- read or its session is not found under the spelling; it stays pending, ours, and
+-- the worker gates it with gate.lua.
+local function gate_entry(stream, group, consumer, sp, id, raw)
+  local job_json = nil
+  for i = 1, #raw, 2 do if raw[i] == 'job' then job_json = raw[i + 1] end end
+  local ok, job = pcall(cjson.decode, job_json or '')
+  if not (ok and type(job) == 'table' and type(job['session_id']) == 'string'
+      and string.match(job['session_id'], UUID) and type(job['key']) == 'string'
+      and type(job['attempt']) == 'number') then
+    return {id, raw, 'ungated'}
+  end
+  local sid, step = job['session_id'], job['key']
+  local meta = sp.prefix .. sid
+  local status = redis.call('HGET', meta, 'status')
+  if not status then return {id, raw, 'ungated'} end
+  if redis.call('HEXISTS', meta .. sp.results, step) == 1 then
+    ack(stream, group, id)
+    return {id, raw, 'committed'}
+  end
+  if is_terminal(status) and status ~= 'failed' then
+    ack(stream, group, id)
+    return {id, raw, 'terminal'}
+  end
+  if status == 'failed' or (status == 'paused' and job['kind'] ~= 'hitl_timeout') then
+    redis.call('RPUSH', meta .. sp.held, job_json)
+    ack(stream, group, id)
+    return {id, raw, 'held'}
+  end
+  -- step_started, as the worker writes it for gate.lua (Event.to_fields).
+  add_event(meta .. sp.events, sp.events_max, 'type', 'step_started', 'step', step,
+    'attempt', tostring(job['attempt']), 'worker', consumer, 'at', sp.now, 'detail', '')
+  local values = redis.call('HMGET', meta, unpack(sp.wanted))
+  for i = 1, #values do if not values[i] then values[i] = '' end end
+  local lane = job['lane']
+  if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
+  local conversation = meta .. sp.conversation .. tostring(lane)
+  return {id, raw, 'run', values, redis.call('LLEN', meta .. sp.order),
+    redis.call('HGETALL', meta .. sp.journal .. step), redis.call('LLEN', conversation),
+    redis.call('LRANGE', conversation, -sp.page, -1)}
+end
+
+-- Up to `count` entries nobody was handed yet, made pending under `consumer` and gated.
+local function take_new(stream, group, consumer, count, sp)
+  local out = {}
+  if count < 1 then return out end
+  local got = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,
+    'STREAMS', stream, '>')
+  if not got then return out end
+  for _, entry in ipairs(got[1][2]) do
+    out[#out + 1] = gate_entry(stream, group, consumer, sp, entry[1], entry[2])
+  end
+  return out
+end

@@ -11,7 +11,12 @@
 --       20 artifacts (JSON object), 21 events (JSON array), 22 checkpoint JSON,
 --       23 steps waiting for a human (JSON array), 24 timers (JSON array of [due ms, job]),
 --       25 events max, 26 answers a human ('1': a human's answer, or its default after
---       the timeout, which resumes a session paused waiting for it; else '0')
+--       the timeout, which resumes a session paused waiting for it; else '0'),
+--       27 new entries to take after the commit (0 or more: the worker's free slots),
+--       28-36 the spelling of the shard's session keys (store/script_step.py TakeSpelling)
+-- Returns {'ok', version, status, place in commit order, taken} where taken is what
+-- take.lua returns for the entries taken: a busy worker's next step comes with its
+-- commit, one round trip for both. Or {'conflict', version}, or {verdict}.
 -- An empty entry id commits a step no stream entry carried (a human's answer): the
 -- version check is then the whole fence.
 local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
@@ -119,4 +124,8 @@ redis.call('RPUSH', KEYS[9], checkpoint)
 add_events(KEYS[4], ARGV[21], ARGV[25])
 touch_indexes(sid, status, tonumber(ARGV[15]))  -- updated_at is set with the state above
 if carried then ack(stream, group, entry) end
-return {'ok', tostring(new_version), status, position}
+local taken, want = {}, tonumber(ARGV[27]) or 0
+if want > 0 and carried then
+  taken = take_new(stream, group, consumer, want, spelling_at(28, ARGV[14], ARGV[25]))
+end
+return {'ok', tostring(new_version), status, position, taken}

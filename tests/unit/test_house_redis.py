@@ -12,6 +12,7 @@ import pytest
 
 from strands_durable.store import script_operator, script_step
 from strands_durable.store.script_library import NAMES, IndexKeys, flatten, script_source
+from strands_durable.store.script_step import TakeSpelling
 from strands_durable.store.scripts import Scripts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +81,13 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_19_keys_and_26_args() -> None:
+def test_commit_contract_is_19_keys_and_36_args() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
-    a = args(*range(len(dataclasses.fields(args))))
+    a = args(*range(len(dataclasses.fields(args)) - 1), TakeSpelling(*range(9)))
     assert len(flatten(k)) == 19 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
-    assert len(flatten(a)) == 26
+    assert len(flatten(a)) == 36  # 26, then the take: count and TakeSpelling (9)
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 
