@@ -21,6 +21,7 @@ log = logging.getLogger("durable.worker")
 
 STOP_MARGIN_S = 10.0  # beyond the grace period: cancelling and handing back steps
 EXIT_STOP_OVERRUN = 70
+FINAL_MARGIN_S = 5.0
 
 
 class StopWatchdog:
@@ -36,6 +37,9 @@ class StopWatchdog:
         self._timer = threading.Timer(self.limit_s, self._overrun)
         self._timer.daemon = True
         self._timer.start()
+        # The last resort, from a C thread that needs no GIL: a hang in the interpreter's
+        # own teardown (after the last Python code ran) is cut too, stacks first, exit 1.
+        faulthandler.dump_traceback_later(self.limit_s + FINAL_MARGIN_S, exit=True)
 
     def _overrun(self) -> None:
         log.critical("worker still stopping %.0fs after the stop signal "

@@ -39,3 +39,15 @@ def test_a_stop_that_ends_in_time_is_not_held_by_the_watchdog() -> None:
     done = subprocess.run([sys.executable, "-c", in_time], capture_output=True, text=True,
                           timeout=60, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "stopped"), done.stderr
+
+
+def test_a_hang_that_holds_the_interpreter_is_cut_from_outside_it() -> None:
+    # Catastrophic backtracking holds the GIL, as a hang in the interpreter's teardown
+    # would: the Python timer cannot run, faulthandler's C thread still can.
+    holds_gil = HANGS_AFTER_STOP.replace(
+        "threading.Event().wait()",
+        "import re; re.match(r'(a+)+$', 'a' * 64 + 'b')")
+    done = subprocess.run([sys.executable, "-c", holds_gil], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 1, done.stderr
+    assert "Timeout" in done.stderr and "stuck_in_shutdown" in done.stderr
