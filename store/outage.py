@@ -12,6 +12,12 @@ scripts are fenced (a commit retried after it applied finds its entry acknowledg
 returns `stale`; its events are not written twice), the rest are reads or idempotent
 writes (HSET of a heartbeat, XACK).
 
+On a Redis Cluster (store/cluster_client.py) the same OutageRetry wraps each whole
+command and pipeline instead of each connection: a retry must be free to go to another
+node (the promoted replica), which redis-py finds by refreshing its slot map; a cluster
+between topologies (CLUSTERDOWN, TRYAGAIN, redirects that never settle) is reported as a
+ConnectionError and ridden out like a lost connection.
+
 `RedisOutage` is the process's view, shared by all its clients: it logs one line when
 an outage starts and one when it ends (not one per retry), counts outages and their
 seconds for /metrics, and past `limit_s` hands a one-line reason to `on_give_up` (the

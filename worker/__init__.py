@@ -2,10 +2,11 @@
 consumer.
 
 arq is handed a client built here from DURABLE_REDIS_URL with the same options as the
-store's (TLS, ACL user, Sentinel, timeouts), and both clients ride out Redis outages
-(store/outage.py): one line when Redis goes away, one when it is back, and past
-DURABLE_REDIS_OUTAGE_S one line and exit 75. A worker that cannot start (a bad setting)
-says why in one line and exits 2.
+store's (TLS, ACL user, Sentinel, Redis Cluster: store/cluster_arq.py, timeouts), and
+both clients ride out Redis outages (store/outage.py): one line when Redis goes away,
+one when it is back, and past DURABLE_REDIS_OUTAGE_S one line and exit 75. A worker
+that cannot start (a bad setting, another DURABLE_SHARDS) says why in one line and
+exits 2.
 """
 
 from __future__ import annotations
