@@ -21,6 +21,7 @@ are transaction-free pipelines that redis-py splits per node.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,10 +64,13 @@ def _torn_down(error: BaseException) -> bool:
 
 
 def _refusal(error: BaseException) -> BaseException | None:
-    """The node's refusal (AUTH, ACL) behind redis-py's "cannot be connected"."""
+    """The node's refusal (AUTH, ACL, a certificate we do not trust) behind redis-py's
+    "cannot be connected"."""
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, AuthenticationError | AuthorizationError):
+        if isinstance(seen, AuthenticationError | AuthorizationError) or (
+                isinstance(seen, ConnectionError)
+                and isinstance(seen.__context__, ssl.SSLCertVerificationError)):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
@@ -112,12 +116,14 @@ class DurableRedisCluster(RedisCluster):
             raise
         except Exception as error:
             refusal = _refusal(error)
-            if refusal is not None:
-                raise refusal from None  # credentials: no topology change will fix them
-            if not _transient(error):
-                raise
-            self._keep_seeds()
-            raise ClusterUnavailable(f"Redis Cluster unavailable: {error}") from error
+            if refusal is None:
+                if not _transient(error):
+                    raise
+                self._keep_seeds()
+                raise ClusterUnavailable(f"Redis Cluster unavailable: {error}") from error
+        # Raised here, outside the handler, so it keeps its own context (the SSL error
+        # store/outage.py reads): credentials or trust no topology change will fix.
+        raise refusal
 
     def _keep_seeds(self) -> None:
         for name, node in self.seeds.items():

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import redis
 
@@ -63,12 +63,17 @@ def _cluster_port() -> int:
         return port
 
 
+def tls_kwargs(pki: Path | None) -> dict[str, Any]:
+    return {} if pki is None else {"ssl": True, "ssl_ca_certs": str(pki / "ca.crt")}
+
+
 @dataclass
 class ClusterNode:
     port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     password: str | None = None
+    pki: Path | None = None  # TLS only: ca.crt, server.crt, server.key (on every port)
 
     @property
     def pid(self) -> int | None:
@@ -85,7 +90,7 @@ class ClusterNode:
     def client(self) -> redis.Redis:
         return redis.Redis(host=HOST, port=self.port, password=self.password,
                            socket_timeout=2, socket_connect_timeout=1,
-                           decode_responses=True)
+                           decode_responses=True, **tls_kwargs(self.pki))
 
     def node_id(self) -> str:
         with self.client() as c:
@@ -105,6 +110,13 @@ class ClusterNode:
                "--dir", str(self.directory), "--cluster-enabled", "yes",
                "--cluster-config-file", "nodes.conf",
                "--cluster-node-timeout", str(node_timeout_ms)]
+        if self.pki is not None:  # TLS for clients, the cluster bus and replication
+            cmd[cmd.index("--port") + 1] = "0"
+            cmd += ["--tls-port", str(self.port), "--tls-cluster", "yes",
+                    "--tls-replication", "yes", "--tls-auth-clients", "no",
+                    "--tls-cert-file", str(self.pki / "server.crt"),
+                    "--tls-key-file", str(self.pki / "server.key"),
+                    "--tls-ca-cert-file", str(self.pki / "ca.crt")]
         if self.password:
             cmd += ["--requirepass", self.password, "--masterauth", self.password]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
@@ -129,6 +141,7 @@ class LocalCluster:
     replicas: int
     node_timeout_ms: int = NODE_TIMEOUT_MS
     password: str | None = None
+    pki: Path | None = None
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="durable-cluster-")))
 
     # -- views -------------------------------------------------------------------------------
@@ -155,14 +168,18 @@ class LocalCluster:
     def url(self) -> str:
         """The cluster URL the package reads (every node a seed; the password, if any)."""
         auth = f":{self.password}@" if self.password else ""
-        return "redis+cluster://" + auth + ",".join(n.address for n in self.nodes) + "/"
+        hosts = ",".join(n.address for n in self.nodes)
+        if self.pki is not None:
+            return f"rediss+cluster://{auth}{hosts}/?ssl_ca_certs={self.pki / 'ca.crt'}"
+        return f"redis+cluster://{auth}{hosts}/"
 
     def client(self) -> redis.RedisCluster:
         """A sync cluster client for test assertions (decoded responses)."""
         live = self.alive()
         return redis.RedisCluster(
             startup_nodes=[redis.cluster.ClusterNode(HOST, n.port) for n in live],
-            password=self.password, decode_responses=True, socket_timeout=2)
+            password=self.password, decode_responses=True, socket_timeout=2,
+            **tls_kwargs(self.pki))
 
     def slot_of(self, key: str) -> int:
         with self.alive()[0].client() as c:
@@ -183,6 +200,8 @@ class LocalCluster:
     # -- life --------------------------------------------------------------------------------
     def _create(self) -> None:
         cmd = ["redis-cli"]
+        if self.pki is not None:
+            cmd += ["--tls", "--cacert", str(self.pki / "ca.crt")]
         if self.password:
             cmd += ["-a", self.password, "--no-auth-warning"]
         cmd += ["--cluster", "create", *[n.address for n in self.nodes],
@@ -312,17 +331,20 @@ class LocalCluster:
 
 
 def start_cluster(primaries: int = 3, replicas: int = 1, password: str | None = None,
-                  node_timeout_ms: int = NODE_TIMEOUT_MS) -> LocalCluster:
-    """`primaries` primaries with `replicas` replicas each, healthy; stop() it after use."""
+                  node_timeout_ms: int = NODE_TIMEOUT_MS, pki: Path | None = None
+                  ) -> LocalCluster:
+    """`primaries` primaries with `replicas` replicas each, healthy; stop() it after use.
+    `pki`: a folder with ca.crt, server.crt and server.key makes every port TLS."""
     if primaries < 3:
         raise ValueError("redis-cli --cluster create needs at least 3 primaries")
     cluster = LocalCluster(nodes=[], replicas=replicas, node_timeout_ms=node_timeout_ms,
-                           password=password)
+                           password=password, pki=pki)
     try:
         for i in range(primaries * (1 + replicas)):
             directory = cluster.root / f"node{i}"
             directory.mkdir()
-            node = ClusterNode(port=_cluster_port(), directory=directory, password=password)
+            node = ClusterNode(port=_cluster_port(), directory=directory, password=password,
+                               pki=pki)
             cluster.nodes.append(node)
             node.start(node_timeout_ms)
         cluster._create()
