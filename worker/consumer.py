@@ -44,6 +44,10 @@ class StepConsumer:
         # Shards a commit just found with nothing new: the next read waits at once
         # (a take there would find nothing again; one round trip saved).
         self._drained: set[int] = set()
+        # When each shard's read loop re-claims idle entries next: a commit takes no
+        # entry then, so the slot comes back to the loop (a busy worker whose commits
+        # always took the next step would never look for a dead worker's entries).
+        self._reclaim_at: dict[int, float] = {}
         self.runner.take_next = self._take_next
         self.started_at = now_iso()
 
@@ -121,10 +125,13 @@ class StepConsumer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _take_next(self) -> int:
+    def _take_next(self, shard: int) -> int:
         """A commit takes the worker's next entry into the slot its step frees, unless
-        the worker is stopping."""
-        return 0 if self._stopping.is_set() else 1
+        the worker is stopping or the shard's re-claim is due."""
+        if self._stopping.is_set():
+            return 0
+        due = self._reclaim_at.get(shard)
+        return 0 if due is None or asyncio.get_running_loop().time() >= due else 1
 
     async def _run_one(self, shard: int, entry_id: str, fields: dict[str, str],
                        reclaimed: bool, gated: TakenEntry | None = None) -> None:
@@ -184,13 +191,13 @@ class StepConsumer:
         they idle out again, and their delivery counts climb with nobody running them.)"""
         reclaim_every = max(0.05, self.settings.claim_idle_ms / 2000)
         loop = asyncio.get_running_loop()
-        next_reclaim = loop.time() + reclaim_every
+        next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
         while not self._stopping.is_set():
             taken = await self._acquire_slots()
             used = 0
             try:
                 if loop.time() >= next_reclaim:
-                    next_reclaim = loop.time() + reclaim_every
+                    next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
                     used += await self._reclaim(shard, taken)
                 if used < taken:
                     used += await self._read_new(shard, taken - used)

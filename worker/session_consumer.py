@@ -35,7 +35,7 @@ class SessionConsumer(StepConsumer):
     def read_shards(self) -> Sequence[int]:
         return (self.shard,)
 
-    def _take_next(self) -> int:
+    def _take_next(self, shard: int) -> int:
         return 0  # a commit's take reads the group ('>'): any session's entry
 
     async def promote_timers(self, shard: int) -> int:

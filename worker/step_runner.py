@@ -128,7 +128,7 @@ class StepRunner:
                             if settings.breakpoint_dir else None)
         # How many new entries a commit may take for this worker to run next (its
         # consumer says: 0 once stopping, or for a consumer that never reads the group).
-        self.take_next: Callable[[], int] = lambda: 0
+        self.take_next: Callable[[int], int] = lambda shard: 0
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False, gated: TakenEntry | None = None) -> Taken:
@@ -288,7 +288,7 @@ class StepRunner:
                 metrics.step_lost(spec.pattern.type, job.agent)
                 return None
             self.crash.reached("before_commit")
-            take = self.take_next() if entry_id else 0
+            take = self.take_next(shard) if entry_id else 0
             if take:
                 request = dataclasses.replace(request, take_next=take)
             outcome = await metrics.timed_commit(self.store, request)

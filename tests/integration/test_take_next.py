@@ -249,10 +249,16 @@ async def completed(store: Store, sid: str) -> bool:
     return (await store.get_session(sid)).status == SessionStatus.COMPLETED
 
 
+def one_slot(settings: DurableSettings, **more: Any) -> DurableSettings:
+    """One slot, and no re-claim due while the test runs (a commit then takes nothing)."""
+    return settings.model_copy(update={"worker_concurrency": 1, "claim_idle_ms": 60_000,
+                                       **more})
+
+
 async def test_a_busy_workers_next_steps_come_with_its_commits(
         settings: DurableSettings, store: Store) -> None:
     counting = Counting(store)
-    worker = StepConsumer(settings.model_copy(update={"worker_concurrency": 1}), store)
+    worker = StepConsumer(one_slot(settings), store)
     await worker.start()
     try:
         sid, _ = await start_session(store, load_spec_text(CHAIN, "takes.yaml"))
@@ -271,7 +277,7 @@ async def test_a_busy_workers_next_steps_come_with_its_commits(
 async def test_a_stopping_workers_last_commit_takes_nothing_more(
         settings: DurableSettings, store: Store, breakpoints: StepBreakpoints) -> None:
     counting = Counting(store)
-    worker = StepConsumer(settings.model_copy(update={"worker_concurrency": 1}), store)
+    worker = StepConsumer(one_slot(settings), store)
     breakpoints.set("takes", "step:1")
     await worker.start()
     stopping: asyncio.Task[None] | None = None
@@ -297,3 +303,33 @@ async def test_a_stopping_workers_last_commit_takes_nothing_more(
     assert await store.redis.xpending(store.keys.stream(0), CONSUMER_GROUP) \
         | {"consumers": []} == {"pending": 0, "min": None, "max": None, "consumers": []}
     assert len(await take(store, "c2")) == 2
+
+
+async def test_a_busy_worker_still_reclaims_a_dead_workers_entry(
+        settings: DurableSettings, store: Store, breakpoints: StepBreakpoints) -> None:
+    """Once its re-claim is due, a commit takes nothing: the slot goes back to the read
+    loop, which takes over what a dead worker left, though new steps keep coming."""
+    slow = CHAIN.replace("  script:\n", "  script:\n    delay_s: 0.4\n")
+    other, _ = await start_session(store, load_spec_text(slow.replace("takes", "other"),
+                                                         "other.yaml"))
+    await store.redis.xreadgroup(CONSUMER_GROUP, "ghost", {store.keys.stream(0): ">"},
+                                 count=1)  # a worker that died holding other's step:0
+    worker = StepConsumer(settings.model_copy(update={"worker_concurrency": 1,
+                                                      "claim_idle_ms": 500}), store)
+    breakpoints.set("takes", "step:3")
+    await worker.start()
+    try:
+        sid, _ = await start_session(store, load_spec_text(slow, "takes.yaml"))
+        await breakpoints.wait("takes", "step:3")
+        # Three 0.4 s steps ran in the one slot while other's step:0 was idle past
+        # claim_idle_ms: it was re-claimed between them, not after the whole chain.
+        assert ("step:0", worker.name) in await reclaimed_steps(store, other)
+        breakpoints.clear("takes", "step:3")
+        await wait_for(lambda: completed(store, sid), what="session to complete")
+    finally:
+        await worker.stop(grace_s=0)
+
+
+async def reclaimed_steps(store: Store, sid: str) -> list[tuple[str, str]]:
+    return [(f["step"], f["worker"]) for _, f in await store.events(sid)
+            if f["type"] == "step_reclaimed"]
