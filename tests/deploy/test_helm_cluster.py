@@ -22,6 +22,7 @@ from test_helm_chart import (
 )
 
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
+from strands_durable.store.redis_url import ClusterTarget, parse_redis_url
 
 NODES = ["redis-cluster-0.redis-cluster-headless:6379",
          "redis-cluster-1.redis-cluster-headless:6379",
@@ -87,12 +88,20 @@ def test_every_cluster_manifest_validates_against_its_schema(
             kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_cluster_url_names_every_seed_node_and_no_db(
+def seeds(nodes: list[str]) -> tuple[tuple[str, int], ...]:
+    return tuple((h, int(p)) for h, _, p in (n.rpartition(":") for n in nodes))
+
+
+def test_cluster_url_is_the_form_the_code_parses(
         rendered: dict[str, list[dict[str, Any]]]) -> None:
-    assert redis_url(rendered["plain"]) == "redis+cluster://" + ",".join(NODES) + "/"
+    plain = redis_url(rendered["plain"])
+    assert plain == "redis+cluster://" + ",".join(NODES) + "/"
+    assert parse_redis_url(plain) == ClusterTarget(seeds(NODES))
     # TLS and an URL-encoded password, as in the other modes.
-    assert redis_url(rendered["tls-password"]) == (
-        "rediss+cluster://app:s3cr%40t%2F%3Apw@" + ",".join(NODES[:2]) + "/")
+    secured = parse_redis_url(redis_url(rendered["tls-password"]))
+    assert isinstance(secured, ClusterTarget)
+    assert (secured.seeds, secured.username, secured.password, secured.ssl) == (
+        seeds(NODES[:2]), "app", "s3cr@t/:pw", True)
 
 
 def test_every_role_reads_the_cluster_url(rendered: dict[str, list[dict[str, Any]]]) -> None:
