@@ -124,8 +124,14 @@ redis.call('RPUSH', KEYS[9], checkpoint)
 add_events(KEYS[4], ARGV[21], ARGV[25])
 touch_indexes(sid, status, tonumber(ARGV[15]))  -- updated_at is set with the state above
 if carried then ack(stream, group, entry) end
+-- The take never fails the commit above (written already: a script is not rolled
+-- back): an error there (a key of another session mid-migration, say) takes nothing,
+-- and an entry it read stays pending under this consumer, re-claimed once idle.
 local taken, want = {}, tonumber(ARGV[27]) or 0
 if want > 0 and carried then
-  taken = take_new(stream, group, consumer, want, spelling_at(28, ARGV[14], ARGV[25]))
+  local took, got = pcall(function()
+    return take_new(stream, group, consumer, want, spelling_at(28, ARGV[14], ARGV[25]))
+  end)
+  if took then taken = got end
 end
 return {'ok', tostring(new_version), status, position, taken}

@@ -333,3 +333,23 @@ async def test_a_busy_worker_still_reclaims_a_dead_workers_entry(
 async def reclaimed_steps(store: Store, sid: str) -> list[tuple[str, str]]:
     return [(f["step"], f["worker"]) for _, f in await store.events(sid)
             if f["type"] == "step_reclaimed"]
+
+
+async def test_a_take_that_fails_in_the_script_never_fails_the_commit(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit is written before the take, and a script is not rolled back: a take
+    that errors (here an empty field list for HMGET, after XREADGROUP) takes nothing,
+    and the entry it read stays pending under the consumer, re-claimable."""
+    from strands_durable.store import step_path, streams
+
+    sid, entry, job = await first_step(store)
+    following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
+    broken = dataclasses.replace(streams.take_spelling(store.keys, 0), wanted="[]")
+    monkeypatch.setattr(step_path, "take_spelling", lambda keys, shard: broken)
+    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1",
+                                                       next_jobs=(following,))))
+    assert (outcome.verdict, outcome.taken) == ("ok", ())
+    assert await store.redis.hkeys(store.keys.results(sid)) == ["step:0"]
+    assert await pending_under(store, entry.entry_id) is None  # the commit's ack held
+    claimed = await store.claim_idle(0, "c2", 0, "0-0", 10)
+    assert [StepJob.from_json(f["job"]).key for _, f in claimed.entries if f] == ["step:1"]
