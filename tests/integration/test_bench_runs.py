@@ -15,6 +15,8 @@ from bench.resume import TAIL_STEPS, run_resume
 from bench.scale import run_scale
 from bench.throughput import BenchError
 from strands_durable.models import SessionStatus
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
@@ -63,3 +65,29 @@ async def test_a_step_committed_twice_fails_the_bench_loudly(
     await store.redis.rpush(store.keys.order(sid), "step:1")  # step:1 committed again
     with pytest.raises(BenchError, match="EXACTLY-ONCE BROKEN"):
         await checked(store, 4, "test", sample=0)
+
+
+async def test_a_trimmed_event_stream_is_checked_on_what_it_kept(
+        settings: DurableSettings) -> None:
+    # 120 steps write about 360 events; the stream keeps about its newest 100.
+    trimmed = settings.model_copy(update={"events_max": 100})
+    store = open_store(trimmed)
+    consumer = StepConsumer(trimmed, store)
+    try:
+        (sid,) = await create_sessions(store, 120, 1)
+        await consumer.start()
+
+        async def completed() -> bool:
+            return (await store.get_session(sid)).status == SessionStatus.COMPLETED
+
+        await wait_for(completed, what="the chain to complete")
+        first = (await store.events(sid))[0][1]
+        assert first["type"] != "session_started", "the stream was not trimmed"
+        await checked(store, 120, "test", sample=0)
+        await store.redis.xadd(store.keys.events(sid),
+                               {"type": "step_completed", "step": "step:119"})
+        with pytest.raises(BenchError, match="EXACTLY-ONCE BROKEN"):
+            await checked(store, 120, "test", sample=0)
+    finally:
+        await consumer.stop(grace_s=5)
+        await store.redis.aclose()
