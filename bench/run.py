@@ -46,7 +46,7 @@ DEFAULT = Sizes(sessions=50, steps=40, latency_sessions=12, latency_steps=5000,
                 scale_steps=(30, 3), resume_sessions=5, resume_committed=1000)
 QUICK = Sizes(sessions=10, steps=20, latency_sessions=4, latency_steps=1000,
               low=(5, 15), high=(990, 1000), diag_sessions=2, scale=(100, 1000),
-              scale_steps=(10, 3), resume_sessions=1, resume_committed=1000)
+              scale_steps=(5, 2), resume_sessions=1, resume_committed=1000)
 SKIPPABLE = "noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume"
 
 
