@@ -20,7 +20,7 @@ from strands_durable.errors import (
     Unavailable,
     kind_of,
 )
-from strands_durable.store.outage import REDIS_DOWN
+from strands_durable.store.outage import REDIS_DOWN, NoReplicasError
 
 log = logging.getLogger("durable.api")
 
@@ -127,7 +127,9 @@ def install(app: FastAPI) -> None:
 
     async def on_redis_down(_: Request, exc: Exception) -> JSONResponse:
         log.warning("Redis unreachable: %s", exc)
-        return error_response(503, "redis_unavailable", f"cannot reach Redis ({exc})",
+        # NOREPLICAS: Redis answers but holds writes until its replica is back.
+        what = "Redis refuses writes" if isinstance(exc, NoReplicasError) else "cannot reach Redis"
+        return error_response(503, "redis_unavailable", f"{what} ({exc})",
                               headers={"Retry-After": "1"})
 
     async def on_bug(_: Request, exc: Exception) -> JSONResponse:

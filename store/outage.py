@@ -18,6 +18,14 @@ node (the promoted replica), which redis-py finds by refreshing its slot map; a 
 between topologies (CLUSTERDOWN, TRYAGAIN, redirects that never settle) is reported as a
 ConnectionError and ridden out like a lost connection.
 
+A primary configured with `min-replicas-to-write` refuses every write while too few of
+its replicas are in sync (`NOREPLICAS`, after a replica stopped or was cut off). redis-py
+has no class for that reply; this module registers `NoReplicasError` (a ResponseError) in
+its parser's table, and it counts as an outage everywhere one is handled: a worker
+retries, the API answers 503, the scheduler's loop waits. Nothing is half-applied: Redis
+refuses a plain write before running it, and a script at its first write, so a refused
+script wrote nothing (the status does not change while a script runs).
+
 `RedisOutage` is the process's view, shared by all its clients: it logs one line when
 an outage starts and one when it ends (not one per retry), counts outages and their
 seconds for /metrics, and past `limit_s` hands a one-line reason to `on_give_up` (the
@@ -35,11 +43,18 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, NoReturn, TypeVar
 
+from redis._parsers.base import BaseParser
 from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import EqualJitterBackoff
-from redis.exceptions import AuthenticationError, AuthorizationError, ReadOnlyError, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -48,13 +63,31 @@ from strands_durable.errors import Unavailable
 log = logging.getLogger("durable.redis")
 
 T = TypeVar("T")
+
+
+class NoReplicasError(ResponseError):
+    """NOREPLICAS: the primary refuses writes until enough replicas are in sync again
+    (min-replicas-to-write / min-replicas-max-lag); nothing of the command was applied."""
+
+    def __init__(self, *args: Any) -> None:
+        # redis-py strips the error code; keep it so the message reads as Redis wrote it.
+        if args and isinstance(args[0], str) and not args[0].startswith("NOREPLICAS"):
+            args = (f"NOREPLICAS {args[0]}", *args[1:])
+        super().__init__(*args)
+
+
+# Every parser (RESP2, RESP3, hiredis; sync and asyncio) reads this one table.
+BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
+
 # ConnectionError covers refused connects, dropped connections, LOADING after a restart
 # and Sentinel's "no master"; a ReadOnlyError is a failover seen through a plain URL (the
-# retry reconnects, and DNS or a proxy leads to the new master).
+# retry reconnects, and DNS or a proxy leads to the new master); NOREPLICAS is a primary
+# waiting for its replica.
 OUTAGE_ERRORS: tuple[type[RedisError], ...] = (RedisConnectionError, RedisTimeoutError,
-                                               ReadOnlyError)
-# Redis unreachable, as redis-py reports it to a caller (the API answers 503).
-REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError)
+                                               ReadOnlyError, NoReplicasError)
+# Redis unusable, as redis-py reports it to a caller (the API answers 503).
+REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError,
+                                           NoReplicasError)
 # ... and as a long-running loop (a worker's, the scheduler's) meets it: a socket error
 # can also escape while a connection is torn down.
 REDIS_DOWN_IN_LOOP: tuple[type[Exception], ...] = (*REDIS_DOWN, OSError)
@@ -82,6 +115,7 @@ class RedisOutage:
         self.down_since: float | None = None
         self.outages = 0
         self.past_down_s = 0.0  # seconds of the outages that ended
+        self.waiting = 0  # commands retrying now: the outage ends once none is left
         self.stopping = False
 
     @property
@@ -164,29 +198,40 @@ class OutageRetry(Retry):
         outermost = _depth.get() == 0
         token = _depth.set(_depth.get() + 1)
         try:
-            result = await self._until_done(do, fail)
+            result = await self._until_done(do, fail, outermost)
         finally:
             _depth.reset(token)
-        if outermost and confirms:
+        # Not while another command still waits: reads answer while a primary refuses
+        # writes (NOREPLICAS), other nodes while one fails over.
+        if outermost and confirms and self.outage.waiting == 0:
             self.outage.recovered()
         return result
 
-    async def _until_done(self, do: Callable[[], Awaitable[T]], fail: Callable[[Any], Any]
-                          ) -> T:
+    async def _until_done(self, do: Callable[[], Awaitable[T]], fail: Callable[[Any], Any],
+                          counted: bool) -> T:
+        """`counted` (an outermost call): while it retries, it is one of the outage's
+        waiting commands."""
         failures = 0
-        while True:
-            try:
-                return await do()
-            except OUTAGE_ERRORS as error:
-                # `fail` closes the connection; it re-raises errors the connection was not
-                # told to retry, which a client built by `outage_client_kwargs` never has.
-                with contextlib.suppress(*OUTAGE_ERRORS, OSError):
-                    await fail(error)
-                if _refused(error):
-                    self.outage.refused(error)
-                failures += 1
-                self.outage.failed(error)
-                await asyncio.sleep(self._backoff.compute(failures))
+        try:
+            while True:
+                try:
+                    return await do()
+                except OUTAGE_ERRORS as error:
+                    # `fail` closes the connection; it re-raises errors the connection was
+                    # not told to retry, which a client built by `outage_client_kwargs`
+                    # never has.
+                    with contextlib.suppress(*OUTAGE_ERRORS, OSError):
+                        await fail(error)
+                    if _refused(error):
+                        self.outage.refused(error)
+                    if failures == 0 and counted:
+                        self.outage.waiting += 1
+                    failures += 1
+                    self.outage.failed(error)
+                    await asyncio.sleep(self._backoff.compute(failures))
+        finally:
+            if failures and counted:
+                self.outage.waiting -= 1
 
 
 async def _nothing_to_undo(error: BaseException) -> None:
