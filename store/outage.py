@@ -27,7 +27,9 @@ refuses a plain write before running it, and a script at its first write, so a r
 script wrote nothing (the status does not change while a script runs).
 
 `RedisOutage` is the process's view, shared by all its clients: it logs one line when
-an outage starts and one when it ends (not one per retry), counts outages and their
+an outage starts and one when it ends (not one per retry; it ends once no command is
+retrying, not at the first success: reads answer while writes are refused, and a
+cluster's other nodes while one fails over), counts outages and their
 seconds for /metrics, and past `limit_s` hands a one-line reason to `on_give_up` (the
 worker logs it and exits non-zero).
 """

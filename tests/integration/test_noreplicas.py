@@ -29,6 +29,7 @@ from strands_durable.store.outage import (
     REDIS_DOWN_IN_LOOP,
     NoReplicasError,
     RedisOutage,
+    RedisOutageExceeded,
     outage_client_kwargs,
 )
 from strands_durable.store.store import Store
@@ -174,6 +175,20 @@ async def test_a_worker_store_waits_out_no_replicas(pair: Pair,
         assert outage.up and outage.outages == 1
         assert [level for level, _ in outage.said] == [logging.WARNING, logging.INFO]
         assert "NOREPLICAS" in outage.said[0][1]
+    finally:
+        await store.close()
+
+
+async def test_past_the_outage_limit_a_worker_gives_up(pair: Pair,
+                                                       pair_settings: DurableSettings) -> None:
+    outage = RedisOutage(0.3, "the primary", announce=lambda level, text: None)
+    store = open_store(pair_settings, **outage_client_kwargs(outage))
+    try:
+        await store.prepare()
+        pair.lose_replica()
+        with pytest.raises(RedisOutageExceeded, match=r"past DURABLE_REDIS_OUTAGE_S=0\.3"):
+            await store.create_session(new_session())
+        assert outage.waiting == 0
     finally:
         await store.close()
 
