@@ -46,10 +46,12 @@ from contextvars import ContextVar
 from typing import Any, NoReturn, TypeVar
 
 from redis._parsers.base import BaseParser
+from redis.asyncio.cluster import ClusterParser as AsyncClusterParser
 from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import EqualJitterBackoff
+from redis.cluster import ClusterParser
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -78,8 +80,11 @@ class NoReplicasError(ResponseError):
         super().__init__(*args)
 
 
-# Every parser (RESP2, RESP3, hiredis; sync and asyncio) reads this one table.
-BaseParser.EXCEPTION_CLASSES.setdefault("NOREPLICAS", NoReplicasError)
+# Every parser (RESP2, RESP3, hiredis; sync and asyncio) reads the first table; the
+# cluster clients' parsers read copies made when redis-py was imported.
+for _table in (BaseParser.EXCEPTION_CLASSES, ClusterParser.EXCEPTION_CLASSES,
+               AsyncClusterParser.EXCEPTION_CLASSES):
+    _table.setdefault("NOREPLICAS", NoReplicasError)
 
 # ConnectionError covers refused connects, dropped connections, LOADING after a restart
 # and Sentinel's "no master"; a ReadOnlyError is a failover seen through a plain URL (the

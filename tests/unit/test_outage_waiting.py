@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
 from redis._parsers.base import BaseParser
+from redis.asyncio.cluster import ClusterParser as AsyncClusterParser
+from redis.cluster import ClusterParser
 
 from strands_durable.store.outage import (
     OUTAGE_ERRORS,
@@ -24,13 +27,14 @@ async def _nothing(error: BaseException) -> None:
     return None
 
 
-def test_the_parser_reads_noreplicas_as_an_outage() -> None:
-    plain = BaseParser.parse_error(REFUSED)
-    in_script = BaseParser.parse_error(f"{REFUSED} script: abc, on @user_script:1.")
+@pytest.mark.parametrize("parser", [BaseParser, ClusterParser, AsyncClusterParser])
+def test_the_parser_reads_noreplicas_as_an_outage(parser: type[BaseParser]) -> None:
+    plain = parser.parse_error(REFUSED)
+    in_script = parser.parse_error(f"{REFUSED} script: abc, on @user_script:1.")
     assert isinstance(plain, NoReplicasError) and str(plain) == REFUSED
     assert isinstance(in_script, NoReplicasError) and str(in_script).startswith(REFUSED)
     assert isinstance(plain, OUTAGE_ERRORS) and isinstance(plain, REDIS_DOWN)
-    assert not isinstance(BaseParser.parse_error("ERR wrong"), NoReplicasError)
+    assert not isinstance(parser.parse_error("ERR wrong"), NoReplicasError)
 
 
 async def test_a_success_meanwhile_does_not_end_the_outage() -> None:
