@@ -118,6 +118,10 @@ class Keys:
         failed and paused indexes, it finds the latest resumable one in O(small)."""
         return f"{self.tag(shard)}:idx:spec:{spec_hash}"
 
+    def took(self, shard: int, entry_id: str) -> str:
+        """What the commit of `entry_id` took next (commit.lua), kept 15 minutes."""
+        return f"{self.stream(shard)}:took:{entry_id}"
+
     def streams(self) -> list[str]:
         return [self.stream(k) for k in range(self.shards)]
 

@@ -166,7 +166,9 @@ class CommitOutcome:
     status: str = ""
     bytes_written: int = 0  # the checkpoint's size, when written (see commit_bytes)
     position: int = 0  # 'ok': the result's 1-based place in the session's commit order
-    taken: tuple[TakenEntry, ...] = ()  # 'ok': what the commit took (take_next)
+    # 'ok': what the commit took (take_next); 'stale': what it took when it applied
+    # before, its reply lost and the commit sent again
+    taken: tuple[TakenEntry, ...] = ()
 
 
 def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],

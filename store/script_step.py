@@ -113,6 +113,7 @@ class CommitKeys:
     timers: str
     journal: str  # the step's journal, dropped with the commit
     journals: str  # the set of steps with a journal
+    took: str  # what the commit took, for a retry whose first reply was lost
     index: IndexKeys
 
 

@@ -147,7 +147,8 @@ class StepPath(StoreBase):
                 conversation=k.conversation(sid, lane), conversations=k.conversations(sid),
                 artifacts=k.artifacts(sid), checkpoints=k.checkpoints(sid), held=k.held(sid),
                 timers=k.timers(shard), journal=k.journal(sid, job.key),
-                journals=k.journals(sid), index=self._index(shard)),
+                journals=k.journals(sid), took=k.took(shard, req.entry_id),
+                index=self._index(shard)),
             args=CommitArgs(
                 session_id=sid, step=job.key, entry_id=req.entry_id, group=CONSUMER_GROUP,
                 consumer=req.consumer, expected_version=req.expected_version,
@@ -170,6 +171,8 @@ class StepPath(StoreBase):
                                  int(res[3]), tuple(parse_taken(item) for item in res[4]))
         if verdict == "conflict":
             return CommitOutcome("conflict", int(as_str(res[1]) or 0))
+        if verdict == "stale" and len(res) > 1:
+            return CommitOutcome("stale", taken=tuple(parse_taken(item) for item in res[1]))
         return CommitOutcome(verdict)  # type: ignore[arg-type]
 
     async def fail_step(self, job: StepJob, entry_id: str, consumer: str, *,

@@ -306,7 +306,7 @@ class StepRunner:
                         await self._trace_completion(spec, sid)
                     return list(outcome.taken) if take else None
                 log.info("session %s step %s: commit %s", sid, job.key, outcome.verdict)
-                return None
+                return list(outcome.taken) if outcome.taken else None
             fields = await self._refresh(sid, cache)
         log.error("session %s step %s: gave up after %d conflicting commits", sid, job.key,
                   MAX_REPLANS)

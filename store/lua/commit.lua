@@ -2,7 +2,8 @@
 -- checkpoint, next steps and the XACK, in one atomic operation behind a fence.
 -- KEYS: 1 meta, 2 results, 3 order, 4 events, 5 stream, 6 conversation, 7 conversation
 --       set, 8 artifacts, 9 checkpoints, 10 held, 11 timers, 12 the step's journal,
---       13 the set of steps with a journal, then the six index keys.
+--       13 the set of steps with a journal, 14 what this commit took (the entry's
+--       `took` key), then the six index keys.
 -- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 expected version,
 --       7 result JSON, 8 new state JSON, 9 decided status, 10 error or pause reason,
 --       11 input tokens, 12 output tokens, 13 agent, 14 now iso, 15 now ms,
@@ -16,13 +17,29 @@
 --       28-36 the spelling of the shard's session keys (store/script_step.py TakeSpelling)
 -- Returns {'ok', version, status, place in commit order, taken} where taken is what
 -- take.lua returns for the entries taken: a busy worker's next step comes with its
--- commit, one round trip for both. Or {'conflict', version}, or {verdict}.
+-- commit, one round trip for both. Or {'conflict', version}, {'stale', taken}, or
+-- {verdict}.
 -- An empty entry id commits a step no stream entry carried (a human's answer): the
 -- version check is then the whole fence.
 local meta, stream, group, entry, consumer = KEYS[1], KEYS[5], ARGV[4], ARGV[3], ARGV[5]
 local sid, step = ARGV[1], ARGV[2]
 local carried = entry ~= ''
-if carried and not owns(stream, group, entry, consumer) then return {'stale'} end
+if carried and not owns(stream, group, entry, consumer) then
+  -- Also the retry of a commit that applied but whose reply was lost (a worker rides an
+  -- outage by sending the command again): hand back, gated again, what that commit
+  -- took, or those entries would wait, pending under this consumer, until idle.
+  local again, took = {}, redis.call('GET', KEYS[14])
+  if took then
+    local sp = spelling_at(28, ARGV[14], ARGV[25])
+    for id in string.gmatch(took, '%S+') do
+      local found = owns(stream, group, id, consumer) and redis.call('XRANGE', stream, id, id)
+      if found and #found > 0 then
+        again[#again + 1] = gate_entry(stream, group, consumer, sp, id, found[1][2])
+      end
+    end
+  end
+  return {'stale', again}
+end
 -- `status` is tracked from here on: every change below is this script's own.
 local read = redis.call('HMGET', meta, 'status', 'version')
 local status, version = read[1], read[2]
@@ -133,5 +150,10 @@ if want > 0 and carried then
     return take_new(stream, group, consumer, want, spelling_at(28, ARGV[14], ARGV[25]))
   end)
   if took then taken = got end
+  if #taken > 0 then  -- kept for a retry of this commit (above), as long as one can come
+    local ids = {}
+    for i, item in ipairs(taken) do ids[i] = item[1] end
+    pcall(redis.call, 'SET', KEYS[14], table.concat(ids, ' '), 'PX', 900000)
+  end
 end
 return {'ok', tostring(new_version), status, position, taken}

@@ -353,3 +353,23 @@ async def test_a_take_that_fails_in_the_script_never_fails_the_commit(
     assert await pending_under(store, entry.entry_id) is None  # the commit's ack held
     claimed = await store.claim_idle(0, "c2", 0, "0-0", 10)
     assert [StepJob.from_json(f["job"]).key for _, f in claimed.entries if f] == ["step:1"]
+
+
+async def test_a_commit_sent_again_after_its_reply_was_lost_hands_back_what_it_took(
+        store: Store) -> None:
+    sid, entry, job = await first_step(store)
+    following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
+    request = taking(commit_request(job, entry.entry_id, "c1", next_jobs=(following,)))
+    first = await store.commit(request)  # applied; say its reply never arrived
+    [took] = first.taken
+    again = await store.commit(request)  # what a worker riding the outage sends
+    assert again.verdict == "stale"  # the fence: nothing applied twice
+    [handed_back] = again.taken
+    assert handed_back.entry_id == took.entry_id and handed_back.gate is not None
+    assert handed_back.gate.verdict == "run"
+    assert await pending_under(store, took.entry_id) == "c1"
+    results = await store.results(sid)
+    assert [r.key for r in results] == ["step:0"]
+    # Another consumer's commit of the same entry gets nothing of it.
+    other = dataclasses.replace(request, consumer="c2")
+    assert (await store.commit(other)).taken == ()
