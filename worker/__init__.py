@@ -149,6 +149,8 @@ async def _startup(ctx: dict[str, Any]) -> None:
         _exit(EXIT_BAD_CONFIG, f"worker not started: {PROCESS.problem}")
     _stop_riding_on_signal(outage, StopWatchdog(settings.shutdown_grace_s))
     consumer = StepConsumer(settings, open_store(settings, **outage_client_kwargs(outage)))
+    # What a worker read before an outage is checked before it is planned from.
+    consumer.runner.redis_outages = lambda: outage.outages
     try:
         await consumer.start()
     except ConfigError as exc:  # a shard count the keyspace was not set up with

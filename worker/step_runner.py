@@ -18,9 +18,7 @@ import dataclasses
 import functools
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from strands_durable import metrics
@@ -46,6 +44,8 @@ from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
 from strands_durable.worker.providers.transient import permanent_cause
+from strands_durable.worker.results_cache import ResultsCache, SessionCache
+from strands_durable.worker.rewind import history_intact
 from strands_durable.worker.telemetry import TRACING, StepCollector, StepFacts, mark_failed
 
 log = logging.getLogger("durable.worker")
@@ -56,61 +56,6 @@ T = TypeVar("T")
 # not asked to, or did not commit); [], the stream had nothing new; else the entries.
 Taken = list[TakenEntry] | None
 
-
-@dataclass
-class SessionCache:
-    """Committed results of one session, in commit order (they never change). A plain
-    dict keeps that order and copies in one C call (a planning snapshot per step)."""
-
-    results: dict[str, StepResult] = field(default_factory=dict)
-    count: int = 0  # entries of the session's order list already seen
-    tally: Tally | None = None  # the ResultsCache's count of results it holds
-
-
-@dataclass
-class Tally:
-    held: int = 0
-
-
-class ResultsCache:
-    """The sessions this worker ran steps of lately, least recently used evicted first,
-    bounded by the results held rather than by sessions: a worker serving thousands of
-    short sessions keeps them all, so a gate reads only what is new whatever the session
-    count, while a few very long sessions cannot hold unbounded memory."""
-
-    def __init__(self, max_results: int = 200_000, max_sessions: int = 20_000) -> None:
-        self._sessions: OrderedDict[str, SessionCache] = OrderedDict()
-        self._max_results = max_results
-        self._max_sessions = max_sessions
-        self.tally = Tally()  # results held, all sessions together
-
-    def get(self, session_id: str) -> SessionCache:
-        cache = self._sessions.get(session_id)
-        if cache is None:
-            cache = self._sessions[session_id] = SessionCache(tally=self.tally)
-        self._sessions.move_to_end(session_id)
-        self._evict()
-        return cache
-
-    def _evict(self) -> None:
-        # Never the session just asked for (the last one): it is about to run.
-        while len(self._sessions) > 1 and (len(self._sessions) > self._max_sessions
-                                           or self.tally.held > self._max_results):
-            _, evicted = self._sessions.popitem(last=False)
-            evicted.tally = None  # one evicted while its step runs no longer counts
-            self.tally.held -= len(evicted.results)
-
-    @staticmethod
-    def extend(cache: SessionCache, start: int, new: list[StepResult]) -> None:
-        """Results read from the session's commit-order list at position `start`. Reads
-        overlap when steps of one session run side by side on this worker: the count is
-        the furthest position read, never a sum (a sum would skip later commits)."""
-        before = len(cache.results)
-        for result in new[max(cache.count - start, 0):]:
-            cache.results[result.key] = result
-        cache.count = max(cache.count, start + len(new))
-        if cache.tally is not None:
-            cache.tally.held += len(cache.results) - before
 
 
 class StepRunner:
@@ -129,6 +74,8 @@ class StepRunner:
         # How many new entries a commit may take for this worker to run next (its
         # consumer says: 0 once stopping, or for a consumer that never reads the group).
         self.take_next: Callable[[int], int] = lambda shard: 0
+        # Redis outages seen so far (the worker's RedisOutage counts them; none in-process).
+        self.redis_outages: Callable[[], int] = lambda: 0
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False, gated: TakenEntry | None = None) -> Taken:
@@ -168,7 +115,7 @@ class StepRunner:
     async def _process(self, shard: int, entry_id: str, job: StepJob, reclaimed: bool,
                        gated: TakenEntry | None = None) -> Taken:
         sid = job.session_id
-        cache = self.cache.get(sid)
+        cache = self.cache.get(sid, self.redis_outages())
         gate = await self._gate(entry_id, job, reclaimed, cache, gated)
         if gate.verdict != "run":
             log.debug("session %s step %s: %s", sid, job.key, gate.verdict)
@@ -288,6 +235,8 @@ class StepRunner:
                 metrics.step_lost(spec.pattern.type, job.agent)
                 return None
             self.crash.reached("before_commit")
+            if not await self._history_survived(shard, entry_id, job, cache):
+                return None
             take = self.take_next(shard) if entry_id else 0
             if take:
                 request = dataclasses.replace(request, take_next=take)
@@ -311,6 +260,24 @@ class StepRunner:
         log.error("session %s step %s: gave up after %d conflicting commits", sid, job.key,
                   MAX_REPLANS)
         return None
+
+    async def _history_survived(self, shard: int, entry_id: str, job: StepJob,
+                                cache: SessionCache) -> bool:
+        """After an outage began while this step ran, the results it ran and plans from
+        must still be stored as they were read (rewind.py); else it runs again."""
+        outages = self.redis_outages()
+        if cache.outages == outages:
+            return True
+        if history_intact(cache.results, await self.store.results(job.session_id)):
+            cache.outages = outages
+            return True
+        log.warning("session %s step %s: Redis lost commits this step was run from (a "
+                    "failover or restart lost its last writes); it runs again from what "
+                    "is stored", job.session_id, job.key)
+        if entry_id:  # back to the group at once, for the next re-claim to run it again
+            await self.store.release(shard, [entry_id], self.consumer,
+                                     self.settings.claim_idle_ms * 10)
+        return False
 
     async def _apply_hitl_default(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                                   fields: dict[str, str], cache: SessionCache) -> Taken:

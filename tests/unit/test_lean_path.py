@@ -19,7 +19,7 @@ from strands_durable.models import StepJob, StepKind, StepResult
 from strands_durable.scheduler.spec.templates import render
 from strands_durable.settings import Limits
 from strands_durable.worker.lean_strands import LeanTracer, plain_deepcopy
-from strands_durable.worker.step_runner import ResultsCache
+from strands_durable.worker.results_cache import ResultsCache
 
 MESSAGES = [{"role": "user", "content": [{"text": "hello"}]},
             {"role": "assistant", "content": [{"text": "hi"}]}]

@@ -4,7 +4,7 @@ commit-order list, read by steps of one session running side by side."""
 from __future__ import annotations
 
 from strands_durable.models import StepResult
-from strands_durable.worker.step_runner import ResultsCache, SessionCache
+from strands_durable.worker.results_cache import ResultsCache, SessionCache
 
 
 def r(key: str) -> StepResult:
