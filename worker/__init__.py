@@ -128,7 +128,7 @@ def _stop_riding_on_signal(outage: RedisOutage, watchdog: StopWatchdog) -> None:
     previous = worker.on_stop
 
     def on_stop(sig: Any) -> None:
-        watchdog.arm()
+        watchdog.signalled(sig)
         outage.stop()
         if previous is not None:
             previous(sig)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import signal
 import sys
 import threading
 
@@ -28,6 +29,22 @@ class StopWatchdog:
     def __init__(self, grace_s: float, margin_s: float = STOP_MARGIN_S) -> None:
         self.limit_s = grace_s + margin_s
         self._timer: threading.Timer | None = None
+
+    def signalled(self, sig: object) -> None:
+        """Arm on a signal that stops the process: SIGTERM or SIGINT, not the SIGUSR1 of
+        `arq --watch` reloading the worker in the same process."""
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            self.arm()
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            faulthandler.cancel_dump_traceback_later()
+            self._timer = None
 
     def arm(self) -> None:
         """Start counting (the first stop signal; later ones change nothing)."""

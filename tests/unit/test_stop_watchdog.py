@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 
-from strands_durable.worker.stop_watchdog import EXIT_STOP_OVERRUN
+from strands_durable.worker.stop_watchdog import EXIT_STOP_OVERRUN, StopWatchdog
 
 HANGS_AFTER_STOP = textwrap.dedent("""
     import logging, threading
@@ -51,3 +52,15 @@ def test_a_hang_that_holds_the_interpreter_is_cut_from_outside_it() -> None:
                           timeout=120, check=False)
     assert done.returncode == 1, done.stderr
     assert "Timeout" in done.stderr and "stuck_in_shutdown" in done.stderr
+
+
+def test_only_a_stop_signal_arms_it_not_an_arq_watch_reload() -> None:
+    watchdog = StopWatchdog(grace_s=3600.0)
+    try:
+        watchdog.signalled(signal.SIGUSR1)  # `arq --watch` reloading: the process goes on
+        assert not watchdog.armed
+        watchdog.signalled(signal.SIGTERM)
+        assert watchdog.armed
+    finally:
+        watchdog.disarm()
+    assert not watchdog.armed
