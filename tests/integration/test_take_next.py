@@ -309,20 +309,30 @@ async def test_a_busy_worker_still_reclaims_a_dead_workers_entry(
         settings: DurableSettings, store: Store, breakpoints: StepBreakpoints) -> None:
     """Once its re-claim is due, a commit takes nothing: the slot goes back to the read
     loop, which takes over what a dead worker left, though new steps keep coming."""
-    slow = CHAIN.replace("  script:\n", "  script:\n    delay_s: 0.4\n")
-    other, _ = await start_session(store, load_spec_text(slow.replace("takes", "other"),
+    other, _ = await start_session(store, load_spec_text(CHAIN.replace("takes", "other"),
                                                          "other.yaml"))
     await store.redis.xreadgroup(CONSUMER_GROUP, "ghost", {store.keys.stream(0): ">"},
                                  count=1)  # a worker that died holding other's step:0
     worker = StepConsumer(settings.model_copy(update={"worker_concurrency": 1,
                                                       "claim_idle_ms": 500}), store)
+    breakpoints.set("takes", "step:1")
     breakpoints.set("takes", "step:3")
     await worker.start()
     try:
-        sid, _ = await start_session(store, load_spec_text(slow, "takes.yaml"))
+        sid, _ = await start_session(store, load_spec_text(CHAIN, "takes.yaml"))
+        await breakpoints.wait("takes", "step:1")
+
+        async def ghost_entry_idle() -> bool:
+            rows = await store.redis.xpending_range(store.keys.stream(0), CONSUMER_GROUP,
+                                                    min="-", max="+", count=10,
+                                                    consumername="ghost")
+            return any(row["time_since_delivered"] > 500 for row in rows)
+
+        # The one slot is busy with step:1 while other's step:0 idles past claim_idle_ms.
+        await wait_for(ghost_entry_idle, what="the dead worker's entry to idle out")
+        breakpoints.clear("takes", "step:1")
         await breakpoints.wait("takes", "step:3")
-        # Three 0.4 s steps ran in the one slot while other's step:0 was idle past
-        # claim_idle_ms: it was re-claimed between them, not after the whole chain.
+        # It was re-claimed between the chain's steps, not after the whole chain.
         assert ("step:0", worker.name) in await reclaimed_steps(store, other)
         breakpoints.clear("takes", "step:3")
         await wait_for(lambda: completed(store, sid), what="session to complete")
