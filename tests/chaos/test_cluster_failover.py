@@ -17,39 +17,17 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
-from cluster_drills import DRILL, Drill, assert_each_step_once, open_cluster_store
-from fleet import Fleet
+from cluster_drills import Drill, assert_each_step_once
 from helpers import wait_for
 from recovery import start_fleet
-from redis_cluster import ClusterNode, LocalCluster, start_cluster
+from redis_cluster import ClusterNode, LocalCluster
 
 pytestmark = pytest.mark.chaos
 
 SESSIONS, STEPS, WORKERS = 24, 10, 3
 DELAY_S = 0.15  # each agent call; where the kill lands is decided by commit counts
-
-
-@pytest.fixture
-def cluster() -> Iterator[LocalCluster]:
-    c = start_cluster(primaries=3, replicas=1)
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-async def drill(cluster: LocalCluster, prefix: str, tmp_path: Path) -> AsyncIterator[Drill]:
-    store = await open_cluster_store(cluster, prefix)
-    fleet = Fleet.create(cluster.url, prefix, tmp_path, **DRILL)
-    d = Drill(cluster, store, fleet, STEPS)
-    try:
-        yield d
-    finally:
-        fleet.stop_all()
-        await store.redis.aclose()
 
 
 async def start_run(drill: Drill) -> None:

@@ -11,14 +11,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
-from cluster_drills import DRILL, SHARDS, Drill, assert_each_step_once, open_cluster_store
-from fleet import Fleet
+from cluster_drills import SHARDS, Drill, assert_each_step_once
 from recovery import start_fleet
-from redis_cluster import LocalCluster, start_cluster
+from redis_cluster import LocalCluster
 
 from strands_durable.store.keys import shard_of
 
@@ -27,25 +24,6 @@ pytestmark = pytest.mark.chaos
 SESSIONS, STEPS, WORKERS = 32, 10, 3
 DELAY_S = 0.15
 BATCH = 4  # keys per MIGRATE: small, so that the fleet works on a half-moved slot
-
-
-@pytest.fixture
-def cluster() -> Iterator[LocalCluster]:
-    c = start_cluster(primaries=3, replicas=1)
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-async def drill(cluster: LocalCluster, prefix: str, tmp_path: Path) -> AsyncIterator[Drill]:
-    store = await open_cluster_store(cluster, prefix)
-    fleet = Fleet.create(cluster.url, prefix, tmp_path, **DRILL)
-    d = Drill(cluster, store, fleet, STEPS)
-    try:
-        yield d
-    finally:
-        fleet.stop_all()
-        await store.redis.aclose()
 
 
 async def test_moving_a_live_shards_slot_loses_nothing_and_commits_nothing_twice(
