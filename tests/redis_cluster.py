@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
+
+from bench.cluster_nodes import cluster_port
 
 T = TypeVar("T")
 HOST = "127.0.0.1"
@@ -45,22 +46,6 @@ def _wait(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
             raise RuntimeError(f"cluster: timed out after {timeout_s}s waiting for {what}"
                                + (f" (last error: {last_error})" if last_error else ""))
         time.sleep(0.05)
-
-
-def _cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too."""
-    while True:
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            port = int(s.getsockname()[1])
-        if port == 6379 or port + 10000 > 65535:
-            continue
-        try:
-            with socket.socket() as bus:
-                bus.bind((HOST, port + 10000))
-        except OSError:
-            continue
-        return port
 
 
 def tls_kwargs(pki: Path | None) -> dict[str, Any]:
@@ -343,7 +328,7 @@ def start_cluster(primaries: int = 3, replicas: int = 1, password: str | None = 
         for i in range(primaries * (1 + replicas)):
             directory = cluster.root / f"node{i}"
             directory.mkdir()
-            node = ClusterNode(port=_cluster_port(), directory=directory, password=password,
+            node = ClusterNode(port=cluster_port(), directory=directory, password=password,
                                pki=pki)
             cluster.nodes.append(node)
             node.start(node_timeout_ms)
