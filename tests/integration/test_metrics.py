@@ -12,7 +12,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from helpers import free_port, wait_for
+from helpers import StepBreakpoints, free_port, wait_for
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis as SyncRedis
@@ -145,10 +145,13 @@ async def test_reclaims_and_dead_letters_are_counted(
 
 
 async def test_resume_latency_is_observed_for_resumes_that_happen(
-        store: Store, consumer: StepConsumer) -> None:
+        store: Store, consumer: StepConsumer, breakpoints: StepBreakpoints) -> None:
     delta = Delta(("durable_resume_seconds_count", {}))
-    sid, _ = await start_session(store, load_spec_text(chain(3, 0.2), "m.yaml"))
+    breakpoints.set("metered", "step:1")  # still running when paused, however fast
+    sid, _ = await start_session(store, load_spec_text(chain(3), "m.yaml"))
+    await breakpoints.wait("metered", "step:1")
     await pause(store, sid)
+    breakpoints.clear("metered", "step:1")
     with pytest.raises(SessionNotFound):
         await resume(store, sid[:-1] + ("1" if sid[-1] == "0" else "0"))  # not observed
     await resume(store, sid)
