@@ -12,7 +12,15 @@ rest of the package already handles:
 - a command whose connection redis-py closed under it while refreshing the slot map
   (it disconnects every node, in-flight commands included) is a ClusterUnavailable too;
 - the seeds of the URL are never forgotten: redis-py drops a seed that refused a
-  connection, and after a whole-cluster outage it would have none left to start from.
+  connection, and after a whole-cluster outage it would have none left to start from;
+- an ASK redirect (a slot half-moved by a resharding) sends ASKING and the command on
+  one connection. redis-py 5 sends them as two commands, each on the node's first free
+  connection: with other tasks using that node, the command goes out on a connection
+  without ASKING, the importing node answers MOVED back to the slot's owner, redis-py
+  then marks the owner a replica (so a SCRIPT LOAD skips it and its scripts go missing:
+  NOSCRIPT) and ping-pongs until "TTL exhausted";
+- SCRIPT LOAD also reaches the nodes taken for replicas (best effort), so a node whose
+  role the client's map has wrong, or a replica promoted later, has the scripts.
 
 Multi-key commands, MULTI/EXEC and pipelines across slots are not used by store/: every
 script and transaction touches one shard's hash tag (store/keys.py), cross-shard reads
@@ -21,22 +29,33 @@ are transaction-free pipelines that redis-py splits per node.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from redis import cluster as sync_cluster
-from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, PipelineCommand, RedisCluster
+from redis.cluster import get_node_name
+from redis.commands import READ_COMMANDS
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
+    BusyLoadingError,
+    ClusterDownError,
     ClusterError,
     ConnectionError,
+    MaxConnectionsError,
+    MovedError,
     RedisClusterException,
+    RedisError,
     SlotNotCoveredError,
     TryAgainError,
 )
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable.store.outage import OutageRetry
 
@@ -129,6 +148,75 @@ class DurableRedisCluster(RedisCluster):
         for name, node in self.seeds.items():
             self.nodes_manager.startup_nodes.setdefault(name, node)
 
+    async def script_load(self, script: Any) -> str:
+        """SCRIPT LOAD on every primary (ridden out like any command), then on every
+        node the map takes for a replica, best effort (one that is down is skipped)."""
+        sha: str = await super().script_load(script)
+        replicas = self.get_replicas()
+        if replicas:
+            await asyncio.gather(*(_load_on(node, script) for node in replicas))
+        return sha
+
+    async def _execute_command(self, target_node: ClusterNode, *args: Any, **kwargs: Any
+                               ) -> Any:
+        """redis-py's redirect loop (redis/asyncio/cluster.py), with one change: after an
+        ASK, ASKING and the command go out together on one connection (module docstring)."""
+        ttl = self.RedisClusterRequestTTL
+        asking = moved = False
+        while ttl > 0:
+            ttl -= 1
+            try:
+                if asking:
+                    asking = False
+                    return await _asking_then(target_node, args, kwargs)
+                if moved:
+                    moved = False
+                    slot = await self._determine_slot(*args)
+                    target_node = self.nodes_manager.get_node_from_slot(
+                        slot, self.read_from_replicas and args[0] in READ_COMMANDS,
+                        self.load_balancing_strategy if args[0] in READ_COMMANDS else None)
+                return await target_node.execute_command(*args, **kwargs)
+            except (BusyLoadingError, MaxConnectionsError):
+                raise
+            except (ConnectionError, RedisTimeoutError):
+                # As redis-py: forget the node as a seed and rebuild the map next time
+                # (_keep_seeds puts the URL's seeds back).
+                self.nodes_manager.startup_nodes.pop(target_node.name, None)
+                await self.aclose()
+                raise
+            except (ClusterDownError, SlotNotCoveredError):
+                await self.aclose()
+                await asyncio.sleep(0.25)
+                raise
+            except MovedError as e:
+                await self._note_moved(e)
+                moved = True
+            except AskError as e:
+                redirected = self.get_node(node_name=get_node_name(host=e.host, port=e.port))
+                if redirected is None:  # a node the map does not know yet: rebuild it
+                    await self.aclose()
+                    raise ClusterError(f"ASK to {e.host}:{e.port}, a node not in the map") from e
+                target_node, asking = redirected, True
+            except TryAgainError:
+                if ttl < self.RedisClusterRequestTTL / 2:
+                    await asyncio.sleep(0.05)
+        raise ClusterError("TTL exhausted.")
+
+    async def _note_moved(self, error: MovedError) -> None:
+        """As redis-py: patch the slot map from the redirect, or rebuild it every
+        `reinitialize_steps` redirects. A redirect to the node the map already has for
+        the slot (another task's MOVED patched it first) patches nothing: redis-py would
+        take it for a failover and mark that node, the slot's primary, a replica."""
+        owners = self.nodes_manager.slots_cache.get(error.slot_id)
+        if owners and owners[0].name == get_node_name(host=error.host, port=error.port):
+            return
+        self.reinitialize_counter += 1
+        if self.reinitialize_steps and self.reinitialize_counter % self.reinitialize_steps == 0:
+            await self.aclose()
+            self.reinitialize_counter = 0
+        else:
+            self.nodes_manager._moved_exception = error
+
 
 class DurablePipeline(ClusterPipeline):
     """A transaction-free cluster pipeline whose execute is ridden like a command (the
@@ -152,6 +240,24 @@ class DurablePipeline(ClusterPipeline):
 
 async def _nothing(error: BaseException) -> None:
     return None
+
+
+async def _asking_then(node: ClusterNode, args: tuple[Any, ...], kwargs: dict[str, Any]
+                       ) -> Any:
+    """ASKING and the command, pipelined on one of `node`'s connections: ASKING holds
+    for the next command of its own connection only."""
+    asking, command = PipelineCommand(0, "ASKING"), PipelineCommand(1, *args, **kwargs)
+    await node.execute_pipeline([asking, command])
+    for sent in (asking, command):
+        if isinstance(sent.result, Exception):
+            raise sent.result
+    return command.result
+
+
+async def _load_on(node: ClusterNode, script: Any) -> None:
+    # A replica that is down or unreachable is skipped: it loads it on its NOSCRIPT.
+    with contextlib.suppress(RedisError, OSError, TimeoutError):
+        await asyncio.wait_for(node.execute_command("SCRIPT LOAD", script), 2)
 
 
 def async_cluster_client(seeds: tuple[tuple[str, int], ...], kwargs: dict[str, Any]

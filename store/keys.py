@@ -122,6 +122,15 @@ class Keys:
         """What the commit of `entry_id` took next (commit.lua), kept 15 minutes."""
         return f"{self.stream(shard)}:took:{entry_id}"
 
+    def unwritten(self, shard: int) -> str:
+        """A key of the shard's slot that is never written. take.lua and commit.lua declare
+        it because they read keys of other sessions that they cannot declare: while a
+        resharding has the slot half-moved, Redis answers a script that declares a key it
+        does not hold with TRYAGAIN (so it waits the move out), where the keys it did not
+        declare would read as missing on the node importing them (a committed step as not
+        committed, a conversation as empty)."""
+        return f"{self.tag(shard)}:unwritten"
+
     def streams(self) -> list[str]:
         return [self.stream(k) for k in range(self.shards)]
 

@@ -84,6 +84,7 @@ class TakeSpelling:
 @dataclass(frozen=True)
 class TakeKeys:
     stream: str
+    unwritten: str  # never written: keeps the script off a half-moved slot (Keys.unwritten)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class CommitKeys:
     journal: str  # the step's journal, dropped with the commit
     journals: str  # the set of steps with a journal
     took: str  # what the commit took, for a retry whose first reply was lost
+    unwritten: str  # never written: keeps the take off a half-moved slot (Keys.unwritten)
     index: IndexKeys
 
 

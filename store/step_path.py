@@ -148,7 +148,7 @@ class StepPath(StoreBase):
                 artifacts=k.artifacts(sid), checkpoints=k.checkpoints(sid), held=k.held(sid),
                 timers=k.timers(shard), journal=k.journal(sid, job.key),
                 journals=k.journals(sid), took=k.took(shard, req.entry_id),
-                index=self._index(shard)),
+                unwritten=k.unwritten(shard), index=self._index(shard)),
             args=CommitArgs(
                 session_id=sid, step=job.key, entry_id=req.entry_id, group=CONSUMER_GROUP,
                 consumer=req.consumer, expected_version=req.expected_version,

@@ -61,7 +61,7 @@ class StreamReads(StoreBase):
         `count` new ones without waiting and gate each, all in one call (take.lua).
         [] when there was nothing to gate."""
         reply = await self.scripts.take(
-            keys=TakeKeys(self.keys.stream(shard)),
+            keys=TakeKeys(self.keys.stream(shard), self.keys.unwritten(shard)),
             args=TakeArgs(group=CONSUMER_GROUP, consumer=consumer, count=count,
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),

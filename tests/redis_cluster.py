@@ -298,6 +298,18 @@ class LocalCluster:
                 moved += len(keys)
         return moved
 
+    def move_named_keys(self, source: ClusterNode, target_port: int, keys: list[str]) -> None:
+        """MIGRATE exactly `keys` (of a slot being migrated) from source to target."""
+        args: list[object] = [HOST, target_port, "", 0, 5000]
+        if self.password:
+            args += ["AUTH", self.password]
+        with source.client() as s:
+            s.execute_command("MIGRATE", *args, "KEYS", *keys)
+
+    def keys_in_slot(self, node: ClusterNode, slot: int) -> set[str]:
+        with node.client() as c:
+            return set(c.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100_000))
+
     def finish_migration(self, slot: int, target_port: int) -> None:
         """Give `slot` to the target on every primary (target first, as redis-cli does)."""
         target = self.node(target_port)

@@ -3,7 +3,9 @@
 -- KEYS: 1 meta, 2 results, 3 order, 4 events, 5 stream, 6 conversation, 7 conversation
 --       set, 8 artifacts, 9 checkpoints, 10 held, 11 timers, 12 the step's journal,
 --       13 the set of steps with a journal, 14 what this commit took (the entry's
---       `took` key), then the six index keys.
+--       `took` key), 15 the shard's unwritten key (never written: declared so that on
+--       a half-moved slot Redis answers TRYAGAIN instead of running the take below over
+--       keys it cannot see; store/keys.py), then the six index keys.
 -- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 expected version,
 --       7 result JSON, 8 new state JSON, 9 decided status, 10 error or pause reason,
 --       11 input tokens, 12 output tokens, 13 agent, 14 now iso, 15 now ms,

@@ -4,7 +4,9 @@
 -- did in 1 + n round trips). An id no longer pending under this consumer is 'stale'
 -- (someone took it over: the fence), one whose stream entry is gone is 'ungated' with
 -- no fields. The gating itself is _lib.lua's gate_entry (commit.lua takes the same way).
--- KEYS: 1 the shard's stream
+-- KEYS: 1 the shard's stream, 2 the shard's unwritten key (never written: declared so
+--       that on a half-moved slot Redis answers TRYAGAIN instead of running this
+--       over session keys it cannot see; store/keys.py)
 -- ARGV: 1 group, 2 consumer, 3 count of new entries, 4 now iso, 5 events max,
 --       6 entry ids read already (space-separated, '' for none), 7-15 the spelling of
 --       the shard's session keys (store/script_step.py TakeSpelling)

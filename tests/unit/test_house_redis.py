@@ -81,13 +81,14 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_20_keys_and_36_args() -> None:
+def test_commit_contract_is_21_keys_and_36_args() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
     a = args(*range(len(dataclasses.fields(args)) - 1), TakeSpelling(*range(9)))
-    # 13 of the session and shard, `took` (a retried commit's take), the six indexes
-    assert len(flatten(k)) == 20 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
+    # 13 of the session and shard, `took` (a retried commit's take), the unwritten key
+    # (the take never runs on a half-moved slot), the six indexes
+    assert len(flatten(k)) == 21 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
     assert len(flatten(a)) == 36  # 26, then the take: count and TakeSpelling (9)
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
