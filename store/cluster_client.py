@@ -198,9 +198,14 @@ class DurableRedisCluster(RedisCluster):
                     raise ClusterError(f"ASK to {e.host}:{e.port}, a node not in the map") from e
                 target_node, asking = redirected, True
             except TryAgainError:
-                if ttl < self.RedisClusterRequestTTL / 2:
-                    await asyncio.sleep(0.05)
-        raise ClusterError("TTL exhausted.")
+                if ttl > 0:
+                    if ttl < self.RedisClusterRequestTTL / 2:
+                        await asyncio.sleep(0.05)
+                    continue
+                raise ClusterError(
+                    "a slot is being resharded (TRYAGAIN: the keys a command names are "
+                    "split between two nodes until the move ends)") from None
+        raise ClusterError("redirects did not settle (TTL exhausted)")
 
     async def _note_moved(self, error: MovedError) -> None:
         """As redis-py: patch the slot map from the redirect, or rebuild it every
