@@ -3,14 +3,15 @@ may not decode replies) and the compact JSON every script argument is written in
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from strands_durable.models import compact_json
 
 JSON_SEPARATORS = (",", ":")
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=JSON_SEPARATORS)
+    return compact_json(value)
 
 
 def as_str(value: Any) -> str:

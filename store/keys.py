@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import uuid
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from strands_durable.errors import InvalidId
 from strands_durable.models import SessionStatus
 
 CONSUMER_GROUP = "workers"
+SPELLED_SESSIONS = 16_384  # session key prefixes a Keys remembers
 
 # What may reach a key name. A session id is exactly what new_session_id makes (a
 # lowercase UUID): anything else, `<sid>:results` say, would name another key of a
@@ -81,6 +82,10 @@ def shard_for_key(key: str, shards: int) -> int:
 class Keys:
     prefix: str
     shards: int = 1
+    # Session id -> the key its session's keys start with (checked, sharded, spelled
+    # once: a step spells about twenty keys of its session). Bounded, cleared when full.
+    _session_keys: dict[str, str] = field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
 
     def tag(self, shard: int) -> str:
         return f"{self.prefix}:{{s{shard}}}"
@@ -139,7 +144,13 @@ class Keys:
         return shard_of(check_session_id(session_id), self.shards)
 
     def _s(self, session_id: str) -> str:
-        return f"{self.session_prefix(self.shard(session_id))}{session_id}"
+        spelled = self._session_keys.get(session_id)
+        if spelled is None:
+            spelled = f"{self.session_prefix(self.shard(session_id))}{session_id}"
+            if len(self._session_keys) >= SPELLED_SESSIONS:
+                self._session_keys.clear()
+            self._session_keys[session_id] = spelled
+        return spelled
 
     def session_prefix(self, shard: int) -> str:
         """What the keys of a session on `shard` start with, before its id."""

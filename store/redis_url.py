@@ -312,6 +312,9 @@ def async_redis_client(url: str, timeouts: Timeouts | None = None, *,
     `sentinel_pool_class`, the pools to use. No I/O until first used."""
     from redis.asyncio import connection, sentinel
 
+    from strands_durable.store import resp
+
+    resp.install()  # hiredis packs the commands, as on redis-py's blocking connections
     target = parse_redis_url(url)
     timeouts = timeouts or Timeouts()
     if isinstance(target, ClusterTarget):

@@ -35,6 +35,7 @@ from strands_durable.models import (
 )
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
+from strands_durable.scheduler.planning.inline import plans_inline
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
 from strands_durable.store.records import GateOutcome, TakenEntry
@@ -68,6 +69,7 @@ class StepRunner:
         self.cache = ResultsCache()
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
+        self.inline: dict[str, bool] = {}  # spec digest -> its plans run on the loop
         self.crash = executor.crash  # one count per process for every crash point
         self.breakpoints = (Breakpoints(settings.breakpoint_dir, consumer)
                             if settings.breakpoint_dir else None)
@@ -170,8 +172,11 @@ class StepRunner:
         spec = self.specs.get(digest)
         if spec is None:
             spec = self.specs[digest] = parse_spec(await self.store.spec_json(sid))
+            self.inline[digest] = plans_inline(spec)
             while len(self.specs) > 256:
-                self.specs.pop(next(iter(self.specs)))
+                oldest = next(iter(self.specs))
+                del self.specs[oldest]
+                self.inline.pop(oldest, None)
         return spec
 
     async def _execute_with_lease(self, shard: int, entry_id: str, spec: Spec,
@@ -182,10 +187,13 @@ class StepRunner:
         return await self._with_lease(
             shard, entry_id, self._execute(entry_id, spec, variables, job, reclaimed, run))
 
-    async def _plan_with_lease(self, shard: int, entry_id: str,
+    async def _plan_with_lease(self, shard: int, entry_id: str, inline: bool,
                                plan: Callable[[], CommitRequest]) -> CommitRequest:
-        """`plan` in a thread, the lease renewed meanwhile (a step a human answered has
-        no stream entry, hence no lease)."""
+        """`plan` on the loop when its spec's plans are small (scheduler/planning/
+        inline.py), else in a thread, the lease renewed meanwhile (a step a human
+        answered has no stream entry, hence no lease)."""
+        if inline:
+            return plan()
         planning = asyncio.to_thread(plan)
         if not entry_id:
             return await planning
@@ -220,12 +228,13 @@ class StepRunner:
                                result: StepResult, output: StepOutput,
                                fields: dict[str, str], cache: SessionCache) -> Taken:
         sid = job.session_id
+        inline = self.inline.get(fields.get("spec_digest", ""), False)
         for _ in range(MAX_REPLANS):
-            # A copy: the loop may extend the cache while the thread plans.
-            snapshot = Snapshot(spec=spec, fields=fields, results=dict(cache.results),
-                                session_id=sid)
+            # A copy when a thread plans: the loop may extend the cache meanwhile.
+            results = cache.results if inline else dict(cache.results)
+            snapshot = Snapshot(spec=spec, fields=fields, results=results, session_id=sid)
             try:
-                request = await self._plan_with_lease(shard, entry_id, functools.partial(
+                request = await self._plan_with_lease(shard, entry_id, inline, functools.partial(
                     plan_commit, snapshot, job, result, entry_id=entry_id,
                     consumer=self.consumer, new_messages=output.new_messages,
                     compaction=output.compaction))
