@@ -21,6 +21,11 @@ class StoreBase:
         self.events_max = events_max
         self.heartbeat_s = heartbeat_s  # workers' heartbeat period: who counts as alive
         self.scripts = Scripts.register(redis)
+        self._indexes: dict[int, IndexKeys] = {}
 
     def _index(self, shard: int) -> IndexKeys:
-        return IndexKeys.of(self.keys, shard)
+        """The shard's status index keys (spelled once per shard: every commit sends them)."""
+        index = self._indexes.get(shard)
+        if index is None:
+            index = self._indexes[shard] = IndexKeys.of(self.keys, shard)
+        return index

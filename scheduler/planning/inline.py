@@ -6,12 +6,14 @@ template), while the loop keeps renewing leases and serving the worker's other s
 The hop to the thread and back costs more than a small plan itself (about 0.1 ms of
 CPU a step, a quarter of a no-op step's).
 
-So a spec whose every template is plain text and plain lookups (`{{ topic }}`,
-`{{ steps[0].response }}`, comparisons of them) plans on the loop: such a render does
-work linear in the text it copies, bounded by DURABLE_MAX_RENDER_CHARS, and cannot loop,
-call, filter or compute. Any other template anywhere in the spec (a filter, a `for`, a
-macro, arithmetic), notes (rebuilt from every result each step) or a `{{ TRACE }}`
-artifact sends every plan of that spec to the thread, as before.
+So a spec whose every template is text and plain lookups (`{{ topic }}`,
+`{{ steps[0].response }}`) plans on the loop: such a render looks up as many names as
+the template writes and copies what it writes out, which DURABLE_MAX_RENDER_CHARS caps;
+it cannot loop, call, filter, compare or compute. Any other template anywhere in the
+spec (a filter, an `if`, a `for`, a comparison, arithmetic), notes (rebuilt from every
+result each step) or a `{{ TRACE }}` artifact sends every plan of that spec to the
+thread, as before: those renders are bounded by DURABLE_RENDER_TIMEOUT_S, which is too
+long to hold the loop.
 """
 
 from __future__ import annotations
@@ -25,16 +27,15 @@ from strands_durable.scheduler.planning.trace import traced
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.templates import ENV, condition_source
 
-# Text, names, attribute and item lookups, constants, comparisons and boolean logic.
+# Text, names, attribute and item lookups, constants.
 PLAIN_NODES: tuple[type[nodes.Node], ...] = (
     nodes.Template, nodes.Output, nodes.TemplateData, nodes.Name, nodes.Getattr,
-    nodes.Getitem, nodes.Const, nodes.Compare, nodes.Operand, nodes.And, nodes.Or,
-    nodes.Not, nodes.CondExpr,
+    nodes.Getitem, nodes.Const,
 )
 
 
 def plain_template(text: str) -> bool:
-    """Whether rendering `text` only copies and compares what it looks up."""
+    """Whether rendering `text` only writes out what it looks up."""
     if "{" not in text:
         return True
     try:
