@@ -4,9 +4,10 @@ commit.
 Planning runs before the commit so its output is part of the same transaction; a
 commit that lost a race with another commit of the same session is planned again
 from the fresh state (the step is not run again). Planning renders the next steps'
-templates, CPU work a spec controls: it runs in a thread, bounded by
-DURABLE_RENDER_TIMEOUT_S per template, while the event loop keeps renewing the
-step's lease and serving the worker's other steps. A render over a limit fails the
+templates, CPU work a spec controls: it runs on the event loop while its renders stay
+within a few milliseconds, else in a thread, bounded by DURABLE_RENDER_TIMEOUT_S per
+template, while the event loop keeps renewing the step's lease and serving the
+worker's other steps (scheduler/planning/inline.py). A render over a limit fails the
 session once, naming the step and the limit; it is not a transient error to retry.
 """
 
@@ -18,7 +19,7 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from strands_durable import metrics
@@ -35,8 +36,9 @@ from strands_durable.models import (
 )
 from strands_durable.scheduler.operations.status import parse_spec
 from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
-from strands_durable.scheduler.planning.inline import plans_inline
+from strands_durable.scheduler.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
 from strands_durable.scheduler.spec.model import Spec
+from strands_durable.scheduler.spec.render_guard import LoopBudgetSpent, on_the_loop
 from strands_durable.settings import DurableSettings
 from strands_durable.store.records import GateOutcome, TakenEntry
 from strands_durable.store.store import CommitRequest, Store
@@ -69,7 +71,7 @@ class StepRunner:
         self.cache = ResultsCache()
         self.running: dict[str, StepJob] = {}  # entry id -> job, for heartbeats
         self.specs: dict[str, Spec] = {}
-        self.inline: dict[str, bool] = {}  # spec digest -> its plans run on the loop
+        self.on_loop: dict[str, bool] = {}  # spec digest -> its plans try the loop first
         self.crash = executor.crash  # one count per process for every crash point
         self.breakpoints = (Breakpoints(settings.breakpoint_dir, consumer)
                             if settings.breakpoint_dir else None)
@@ -172,11 +174,11 @@ class StepRunner:
         spec = self.specs.get(digest)
         if spec is None:
             spec = self.specs[digest] = parse_spec(await self.store.spec_json(sid))
-            self.inline[digest] = plans_inline(spec)
+            self.on_loop[digest] = may_plan_on_loop(spec)
             while len(self.specs) > 256:
                 oldest = next(iter(self.specs))
                 del self.specs[oldest]
-                self.inline.pop(oldest, None)
+                self.on_loop.pop(oldest, None)
         return spec
 
     async def _execute_with_lease(self, shard: int, entry_id: str, spec: Spec,
@@ -187,14 +189,29 @@ class StepRunner:
         return await self._with_lease(
             shard, entry_id, self._execute(entry_id, spec, variables, job, reclaimed, run))
 
-    async def _plan_with_lease(self, shard: int, entry_id: str, inline: bool,
-                               plan: Callable[[], CommitRequest]) -> CommitRequest:
-        """`plan` on the loop when its spec's plans are small (scheduler/planning/
-        inline.py), else in a thread, the lease renewed meanwhile (a step a human
-        answered has no stream entry, hence no lease)."""
-        if inline:
-            return plan()
-        planning = asyncio.to_thread(plan)
+    def _planned(self, spec: Spec, fields: dict[str, str], job: StepJob, result: StepResult,
+                 output: StepOutput, entry_id: str, results: Mapping[str, StepResult]
+                 ) -> CommitRequest:
+        snapshot = Snapshot(spec=spec, fields=fields, results=results, session_id=job.session_id)
+        return plan_commit(snapshot, job, result, entry_id=entry_id, consumer=self.consumer,
+                           new_messages=output.new_messages, compaction=output.compaction)
+
+    async def _plan(self, shard: int, entry_id: str, digest: str,
+                    plan: Callable[[Mapping[str, StepResult]], CommitRequest],
+                    cache: SessionCache) -> CommitRequest:
+        """`plan` on the loop within LOOP_BUDGET_S when the spec may (scheduler/planning/
+        inline.py), else (or past that budget) in a thread, the lease renewed meanwhile
+        (a step a human answered has no stream entry, hence no lease)."""
+        if self.on_loop.get(digest, False):
+            try:
+                with on_the_loop(LOOP_BUDGET_S):
+                    return plan(cache.results)
+            except LoopBudgetSpent:
+                self.on_loop[digest] = False  # this spec plans in the thread from now on
+                log.info("spec %s: a plan ran past %g ms on the event loop; its plans run "
+                         "in a thread from now on", digest[:12], LOOP_BUDGET_S * 1000)
+        # A copy: the loop may extend the cache while the thread plans.
+        planning = asyncio.to_thread(plan, dict(cache.results))
         if not entry_id:
             return await planning
         return await self._with_lease(shard, entry_id, planning)
@@ -228,16 +245,11 @@ class StepRunner:
                                result: StepResult, output: StepOutput,
                                fields: dict[str, str], cache: SessionCache) -> Taken:
         sid = job.session_id
-        inline = self.inline.get(fields.get("spec_digest", ""), False)
         for _ in range(MAX_REPLANS):
-            # A copy when a thread plans: the loop may extend the cache meanwhile.
-            results = cache.results if inline else dict(cache.results)
-            snapshot = Snapshot(spec=spec, fields=fields, results=results, session_id=sid)
+            plan = functools.partial(self._planned, spec, fields, job, result, output, entry_id)
             try:
-                request = await self._plan_with_lease(shard, entry_id, inline, functools.partial(
-                    plan_commit, snapshot, job, result, entry_id=entry_id,
-                    consumer=self.consumer, new_messages=output.new_messages,
-                    compaction=output.compaction))
+                request = await self._plan(shard, entry_id, fields.get("spec_digest", ""),
+                                           plan, cache)
             except LeaseLost:
                 log.warning("session %s step %s: lease lost while planning; abandoning",
                             sid, job.key)

@@ -47,6 +47,13 @@ class RenderLimitExceeded(Exception):
     """A render went over DURABLE_RENDER_TIMEOUT_S or DURABLE_MAX_RENDER_CHARS."""
 
 
+class LoopBudgetSpent(BaseException):
+    """A render inside `on_the_loop` ran past the loop's short budget: the worker plans
+    that commit again in a thread, under the render's own limits. A BaseException, so
+    that no handler takes it for the template's fault (a TemplateError fails the
+    session)."""
+
+
 RENDER_CHARS_NAME = "DURABLE_MAX_RENDER_CHARS"
 
 
@@ -57,12 +64,15 @@ class Budget:
     max_chars: int
     max_chars_name: str = RENDER_CHARS_NAME  # what a refusal names
     emitted: int = 0
+    on_loop: bool = False  # the deadline is the event loop's budget, not the render's
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
             self.expired()
 
     def expired(self) -> None:
+        if self.on_loop:
+            raise LoopBudgetSpent
         raise RenderLimitExceeded(
             f"template rendering took longer than {self.limits.render_timeout_s:g} s "
             "(DURABLE_RENDER_TIMEOUT_S) and was stopped")
@@ -72,18 +82,35 @@ class Budget:
 
 
 _BUDGET: ContextVar[Budget | None] = ContextVar("durable_render_budget", default=None)
+_LOOP_UNTIL: ContextVar[float | None] = ContextVar("durable_loop_until", default=None)
+
+
+@contextmanager
+def on_the_loop(seconds: float) -> Iterator[None]:
+    """Renders inside the block (on an event loop) stop with LoopBudgetSpent once
+    `seconds` have passed; their own limits hold as ever within that."""
+    token = _LOOP_UNTIL.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _LOOP_UNTIL.reset(token)
 
 
 @contextmanager
 def rendering(limits: Limits | None = None, max_chars: int | None = None,
               max_chars_name: str = RENDER_CHARS_NAME) -> Iterator[Budget]:
     """The bounds of one render, for whatever renders inside the block: the limits'
-    deadline, and their character budget unless `max_chars` (named by
-    `max_chars_name`) replaces it."""
+    deadline (or the event loop's budget, when it comes first), and their character
+    budget unless `max_chars` (named by `max_chars_name`) replaces it."""
     limits = limits or current_limits()
-    active = Budget(limits, time.monotonic() + limits.render_timeout_s,
+    deadline = time.monotonic() + limits.render_timeout_s
+    loop_until = _LOOP_UNTIL.get()
+    on_loop = loop_until is not None and loop_until < deadline
+    if loop_until is not None and on_loop:
+        deadline = loop_until
+    active = Budget(limits, deadline,
                     limits.max_render_chars if max_chars is None else max_chars,
-                    max_chars_name)
+                    max_chars_name, on_loop=on_loop)
     token = _BUDGET.set(active)
     try:
         yield active
