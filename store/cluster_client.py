@@ -64,6 +64,9 @@ T = TypeVar("T")
 # "TTL exhausted": redirects that never settled).
 TRANSIENT: tuple[type[Exception], ...] = (ClusterError, TryAgainError, SlotNotCoveredError)
 NO_NODE_HINTS = ("cannot be connected", "not covered", "could not agree", "no targets")
+# Why a command that met ASK or TRYAGAIN gave up for now (the caller waits and retries).
+RESHARDING = ("a slot is being resharded (ASK and TRYAGAIN: the keys a command names are "
+              "moving between two nodes until the move ends)")
 
 
 class ClusterUnavailable(ConnectionError):
@@ -162,12 +165,12 @@ class DurableRedisCluster(RedisCluster):
         """redis-py's redirect loop (redis/asyncio/cluster.py), with one change: after an
         ASK, ASKING and the command go out together on one connection (module docstring)."""
         ttl = self.RedisClusterRequestTTL
-        asking = moved = False
+        asking = moved = resharding = False
         while ttl > 0:
             ttl -= 1
+            asked, asking = asking, False
             try:
-                if asking:
-                    asking = False
+                if asked:
                     return await _asking_then(target_node, args, kwargs)
                 if moved:
                     moved = False
@@ -196,16 +199,13 @@ class DurableRedisCluster(RedisCluster):
                 if redirected is None:  # a node the map does not know yet: rebuild it
                     await self.aclose()
                     raise ClusterError(f"ASK to {e.host}:{e.port}, a node not in the map") from e
-                target_node, asking = redirected, True
+                target_node, asking, resharding = redirected, True, True
             except TryAgainError:
-                if ttl > 0:
-                    if ttl < self.RedisClusterRequestTTL / 2:
-                        await asyncio.sleep(0.05)
-                    continue
-                raise ClusterError(
-                    "a slot is being resharded (TRYAGAIN: the keys a command names are "
-                    "split between two nodes until the move ends)") from None
-        raise ClusterError("redirects did not settle (TTL exhausted)")
+                asking, resharding = asked, True  # asked: ask the importing node again
+                if ttl < self.RedisClusterRequestTTL / 2:
+                    await asyncio.sleep(0.05)
+        raise ClusterError(RESHARDING if resharding
+                           else "redirects did not settle (TTL exhausted)")
 
     async def _note_moved(self, error: MovedError) -> None:
         """As redis-py: patch the slot map from the redirect, or rebuild it every
