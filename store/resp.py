@@ -1,9 +1,8 @@
 """Commands packed by hiredis on redis-py's asyncio connections too.
 
 redis-py's blocking connections pack a command into the wire protocol with hiredis
-when it is installed (it is: redis[hiredis] is locked); its asyncio connections do it
-in Python, one `Encoder.encode` and several byte joins per argument (hiredis comes
-with arq's `redis[hiredis]`). A commit sends
+when it is installed (it is: arq requires `redis[hiredis]`); its asyncio connections do
+it in Python, one `Encoder.encode` and several byte joins per argument. A commit sends
 about 60 arguments, which made packing a tenth of a step's worker CPU. `install()`
 gives every asyncio connection (plain, TLS, unix socket, Sentinel's and the cluster
 nodes') hiredis's packer; the bytes on the wire are the same.

@@ -104,10 +104,9 @@ def rendering(limits: Limits | None = None, max_chars: int | None = None,
     budget unless `max_chars` (named by `max_chars_name`) replaces it."""
     limits = limits or current_limits()
     deadline = time.monotonic() + limits.render_timeout_s
-    loop_until = _LOOP_UNTIL.get()
-    on_loop = loop_until is not None and loop_until < deadline
-    if loop_until is not None and on_loop:
-        deadline = loop_until
+    loop_until, on_loop = _LOOP_UNTIL.get(), False
+    if loop_until is not None and loop_until < deadline:
+        deadline, on_loop = loop_until, True
     active = Budget(limits, deadline,
                     limits.max_render_chars if max_chars is None else max_chars,
                     max_chars_name, on_loop=on_loop)
