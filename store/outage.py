@@ -63,6 +63,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable.errors import Unavailable
+from strands_durable.store.pool import QuickCheckout
 
 log = logging.getLogger("durable.redis")
 
@@ -258,11 +259,13 @@ class _RidesOutOutages:
                                            confirms=False)
 
 
-class OutageConnectionPool(_RidesOutOutages, ConnectionPool):
+# A clean idle connection goes out at once (store/pool.py); only a connection that
+# must be (re)opened goes through the outage's retry.
+class OutageConnectionPool(QuickCheckout, _RidesOutOutages, ConnectionPool):
     pass
 
 
-class OutageSentinelConnectionPool(_RidesOutOutages, SentinelConnectionPool):
+class OutageSentinelConnectionPool(QuickCheckout, _RidesOutOutages, SentinelConnectionPool):
     pass
 
 

@@ -313,6 +313,7 @@ def async_redis_client(url: str, timeouts: Timeouts | None = None, *,
     from redis.asyncio import connection, sentinel
 
     from strands_durable.store import resp
+    from strands_durable.store.pool import QuickConnectionPool, QuickSentinelConnectionPool
 
     resp.install()  # hiredis packs the commands, as on redis-py's blocking connections
     target = parse_redis_url(url)
@@ -322,8 +323,8 @@ def async_redis_client(url: str, timeouts: Timeouts | None = None, *,
 
         kwargs = _connection_kwargs(target, timeouts, **extra)
         return cast(AsyncClient, async_cluster_for(target.seeds, kwargs, redis_class))
-    pool_class = extra.pop("pool_class", connection.ConnectionPool)
-    sentinel_pool_class = extra.pop("sentinel_pool_class", sentinel.SentinelConnectionPool)
+    pool_class = extra.pop("pool_class", QuickConnectionPool)
+    sentinel_pool_class = extra.pop("sentinel_pool_class", QuickSentinelConnectionPool)
     kwargs = _connection_kwargs(target, timeouts, **extra)
     if isinstance(target, SentinelTarget):
         sentinels = sentinel.Sentinel(list(target.sentinels), ssl=target.ssl,
