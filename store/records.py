@@ -169,6 +169,7 @@ class CommitOutcome:
     # 'ok': what the commit took (take_next); 'stale': what it took when it applied
     # before, its reply lost and the commit sent again
     taken: tuple[TakenEntry, ...] = ()
+    result_json: str = ""  # 'ok': the result as stored
 
 
 def commit_bytes(result_json: str, state_json: str, messages: Sequence[str],

@@ -168,7 +168,8 @@ class StepPath(StoreBase):
         if verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
             return CommitOutcome("ok", int(as_str(res[1])), as_str(res[2]), written,
-                                 int(res[3]), tuple(parse_taken(item) for item in res[4]))
+                                 int(res[3]), tuple(parse_taken(item) for item in res[4]),
+                                 result_json)
         if verdict == "conflict":
             return CommitOutcome("conflict", int(as_str(res[1]) or 0))
         if verdict == "stale" and len(res) > 1:

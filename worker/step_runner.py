@@ -269,8 +269,8 @@ class StepRunner:
                     # holds (as stored: read back from its JSON); else the next read
                     # of the commit-order list brings it, in its place among siblings.
                     if outcome.position == cache.count + 1:
-                        self.cache.extend(cache, cache.count,
-                                          [StepResult.from_json(request.result.to_json())])
+                        stored = outcome.result_json or request.result.to_json()
+                        self.cache.extend(cache, cache.count, [StepResult.from_json(stored)])
                     self.crash.reached("after_commit")
                     if outcome.status == SessionStatus.COMPLETED.value:
                         await self._trace_completion(spec, sid)
