@@ -165,8 +165,9 @@ def test_sandbox_refusal_is_a_bad_spec_exit_2(tmp_path: Path, template: str) -> 
     assert "steps[0].input" in done.stderr and "Traceback" not in done.stderr
 
 
-async def db_keys(store: Store) -> int:
-    return int(await store.redis.dbsize())
+async def db_keys(store: Store) -> list[str]:
+    """This test's keys (the session-wide redis-server also holds other tests')."""
+    return sorted([key async for key in store.redis.scan_iter(match=f"{store.keys.prefix}*")])
 
 
 async def test_issue_reproduction_through_the_api(settings: DurableSettings, store: Store,
