@@ -11,6 +11,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from strands_durable.store.keys import Keys
+from strands_durable.store.pipelined import PipelinedConnection
 
 NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
@@ -58,10 +59,18 @@ def flatten(contract: Any) -> list[Any]:
 
 
 class ScriptLibrary:
-    """Registers every script once per client; subclasses add the typed calls."""
+    """Registers every script once per client; subclasses add the typed calls. Scripts
+    run through the client's pipelined connection where it has one (store/pipelined.py)."""
 
     def __init__(self, redis: Redis) -> None:
         self._scripts = {name: redis.register_script(script_source(name)) for name in NAMES}
+        self._wire = PipelinedConnection.of(redis)
+
+    async def _run(self, name: str, keys: list[Any], args: list[Any]) -> Any:
+        script = self._scripts[name]
+        if self._wire is not None:
+            return await self._wire.run_script(script, keys, args)
+        return await script(keys=keys, args=args)
 
     async def _call(self, name: str, keys: Any, args: Any) -> Any:
-        return await self._scripts[name](keys=flatten(keys), args=flatten(args))
+        return await self._run(name, flatten(keys), flatten(args))

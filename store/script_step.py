@@ -351,7 +351,7 @@ def _spread(get: Callable[[Any], Any], nested: bool) -> Flattener:
 
 class StepScripts(ScriptLibrary):
     async def _call(self, name: str, keys: Any, args: Any) -> Any:
-        return await self._scripts[name](keys=flat(keys), args=flat(args))
+        return await self._run(name, flat(keys), flat(args))
 
     async def create(self, *, keys: CreateKeys, args: CreateArgs) -> list[Any]:
         """['created' | 'exists' | 'conflict', session id]."""
