@@ -42,7 +42,13 @@ from redis.asyncio.connection import (
 )
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, InvalidResponse, NoScriptError, ResponseError
+from redis.exceptions import (
+    DataError,
+    InvalidResponse,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+)
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 # Connections that talk to one fixed server (not SentinelManagedConnection).
@@ -84,7 +90,10 @@ class _Link(asyncio.Protocol):
 
     async def request(self, packed: bytes) -> Any:
         if self._writable is not None:  # the transport's buffer is past its high-water mark
-            await asyncio.wait_for(asyncio.shield(self._writable), self.timeout)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._writable), self.timeout)
+            except TimeoutError:
+                self.close(RedisTimeoutError(f"Timeout writing to {self.where}"))
         if self.closed or self.transport.is_closing():
             raise RedisConnectionError(f"Connection to {self.where} closed")
         reply: asyncio.Future[Any] = self.loop.create_future()
@@ -149,8 +158,9 @@ class _Link(asyncio.Protocol):
                 self._writable.set_result(None)
             self._writable = None
 
-    def close(self, error: Exception) -> None:
-        """Fail every caller still waiting with `error` and drop the connection."""
+    def close(self, error: RedisConnectionError | RedisTimeoutError) -> None:
+        """Fail every caller still waiting (each with its own `error`) and drop the
+        connection."""
         if self.closed:
             return
         self.closed = True
@@ -160,7 +170,7 @@ class _Link(asyncio.Protocol):
         waiting, self.waiting = self.waiting, collections.deque()
         for future, _ in waiting:
             if not future.done():
-                future.set_exception(error)
+                future.set_exception(type(error)(*error.args))
         self.resume_writing()
         self.transport.abort()
 
@@ -219,10 +229,14 @@ class PipelinedConnection:
         return await link.request(packed)
 
     async def _failed(self, error: Exception) -> None:
-        """As redis-py's: the connection is dropped; an error it is not told to retry is
-        raised."""
-        if self._link is not None:
-            self._link.close(error)
+        """As redis-py's: an error it is not told to retry is raised. The connection is
+        dropped when it is broken or talks to a replica (READONLY: the next one may reach
+        the new primary), not for a reply error of one command (NOREPLICAS) the other
+        commands on it need not share."""
+        link = self._link
+        if link is not None and isinstance(error, RedisConnectionError | RedisTimeoutError
+                                           | ReadOnlyError):
+            link.close(RedisConnectionError(f"Connection to {link.where} dropped: {error}"))
         if not isinstance(error, self._retried):
             raise error
 
