@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from attack.test_redis_tls_acl import TlsRedis, tls_redis  # noqa: F401 (a fixture)
 from fakeredis import FakeAsyncRedis
 from helpers import RedisServer, random_prefix, start_redis, wait_for
 from redis.asyncio import Redis
@@ -161,6 +163,46 @@ async def test_a_worker_client_rides_out_a_redis_restart() -> None:
         assert len(lines) == 2  # one line as it began, one as it ended
     finally:
         await redis.aclose()
+        server.stop()
+
+
+async def _many_then_killed_then_closed(redis: Redis, killer: Redis) -> None:
+    wire, key = wire_of(redis), random_prefix()
+    script = redis.register_script(INCR)
+    replies = await asyncio.gather(*(wire.run_script(script, [key], [1]) for _ in range(50)))
+    assert sorted(replies) == list(range(1, 51))
+    doomed = await wire.execute("CLIENT", "ID")
+    assert await killer.client_kill_filter(_id=doomed) == 1
+    await wait_for(lambda: _async(wire._link is not None and wire._link.closed), 10,
+                   what="the kill to be seen")
+    assert await wire.run_script(script, [key], [1]) == 51
+    await asyncio.wait_for(redis.aclose(), 5)
+    assert wire._link is not None and wire._link.closed
+
+
+async def test_over_tls(tls_redis: TlsRedis) -> None:  # noqa: F811
+    url = tls_redis.url(tls_redis.private_ca)
+    killer = async_redis_client(url, decode_responses=True)
+    try:
+        await _many_then_killed_then_closed(async_redis_client(url, decode_responses=True),
+                                            killer)
+    finally:
+        await killer.aclose()
+
+
+async def test_over_a_unix_socket(tmp_path: Path) -> None:
+    socket_path = tmp_path / "redis.sock"
+    server = start_redis(["--unixsocket", str(socket_path), "--unixsocketperm", "700"])
+    try:
+        await wait_for(lambda: _async(socket_path.exists()), 10, what="the socket")
+        url = f"unix://{socket_path}?db=0"
+        killer = async_redis_client(url, decode_responses=True)
+        try:
+            await _many_then_killed_then_closed(
+                async_redis_client(url, decode_responses=True), killer)
+        finally:
+            await killer.aclose()
+    finally:
         server.stop()
 
 
