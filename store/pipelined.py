@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from hiredis import Reader
-from hiredis import pack_command as _hiredis_pack
 from redis._parsers.base import BaseParser
 from redis.asyncio import Redis
 from redis.asyncio.connection import (
@@ -43,7 +42,6 @@ from redis.asyncio.connection import (
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
-    DataError,
     InvalidResponse,
     NoScriptError,
     ReadOnlyError,
@@ -54,13 +52,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 # Connections that talk to one fixed server (not SentinelManagedConnection).
 _PLAIN = (Connection, SSLConnection, UnixDomainSocketConnection)
 _INCOMPLETE = object()  # hiredis's "no whole reply buffered yet"
-
-
-def pack(args: Sequence[Any]) -> bytes:
-    try:
-        return _hiredis_pack(tuple(args))
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"cannot send {args[0]!r}: {exc}") from None
 
 
 class _Link(asyncio.Protocol):
@@ -88,7 +79,7 @@ class _Link(asyncio.Protocol):
         self._watchdog: asyncio.TimerHandle | None = None
         self._writable: asyncio.Future[None] | None = None
 
-    async def request(self, packed: bytes) -> Any:
+    async def request(self, packed: list[bytes]) -> Any:
         if self._writable is not None:  # the transport's buffer is past its high-water mark
             try:
                 await asyncio.wait_for(asyncio.shield(self._writable), self.timeout)
@@ -99,7 +90,7 @@ class _Link(asyncio.Protocol):
         reply: asyncio.Future[Any] = self.loop.create_future()
         now = self.loop.time()
         self.waiting.append((reply, now))
-        self.transport.write(packed)
+        self.transport.writelines(packed)
         if self._watchdog is None and self.timeout is not None:
             self._watchdog = self.loop.call_at(now + self.timeout, self._check_deadline)
         return await reply
@@ -190,7 +181,7 @@ class PipelinedConnection:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
         # What redis-py would run each command under: the connection's retry.
-        template = pool.make_connection()
+        template = self._template = pool.make_connection()
         self._retry = template.retry
         self._retried = tuple(template.retry_on_error or ())
         self._timeout: float | None = template.socket_timeout
@@ -209,7 +200,9 @@ class PipelinedConnection:
         return cls(pool)
 
     async def execute(self, *args: Any) -> Any:
-        packed = pack(args)
+        # Packed as every connection of the client packs (hiredis; store/resp.py), with
+        # redis-py's DataError for what it cannot send.
+        packed = self._template.pack_command(*args)
         return await self._retry.call_with_retry(lambda: self._send(packed), self._failed)
 
     async def run_script(self, script: AsyncScript, keys: Sequence[Any],
@@ -222,7 +215,7 @@ class PipelinedConnection:
             script.sha = await script.registered_client.script_load(script.script)
             return await self.execute("EVALSHA", script.sha, len(keys), *keys, *args)
 
-    async def _send(self, packed: bytes) -> Any:
+    async def _send(self, packed: list[bytes]) -> Any:
         link = self._link
         if link is None or link.closed or link.loop is not asyncio.get_running_loop():
             link = await self._open()

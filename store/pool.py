@@ -3,8 +3,9 @@
 redis-py's asyncio pool checks every connection it hands out for unread data with a
 zero-timeout read (`can_read_destructive`), under the pool's lock. That read always
 yields to the event loop and is then cancelled, so each command costs one extra loop
-turn, a cancelled timer, and, with several steps in flight, a queue on the lock: at a
-worker's concurrency of 8 about a tenth of a no-op step's CPU.
+turn, a cancelled timer, and, with several tasks at once, a queue on the lock (a tenth
+of a no-op step's CPU when a worker's scripts still took this path; they now take
+store/pipelined.py).
 
 `QuickCheckout` first looks at the idle connection it would hand out: connected, its
 stream buffer and hiredis reader empty, no end of stream seen. Such a connection goes

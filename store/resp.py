@@ -13,7 +13,7 @@ redis-py's own packer, which raises exactly as before.
 
 redis-py writes a command with `asyncio.wait_for(writer.drain(), socket_timeout)`,
 which makes a task and a timer and waits one loop turn for them, even when the socket
-took every byte at once: about a tenth of a no-op step's CPU. `_send` writes at once
+took every byte at once. `_send` writes at once
 when nothing is queued on the transport; it waits for the drain (with redis-py's
 timeout and errors) only when the transport says it must (its buffer past the high-water
 mark, or the connection closing), and anything else (a health check due, a connection to
