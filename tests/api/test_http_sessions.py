@@ -3,6 +3,7 @@ events, artifacts; delete; 404 for what is not there."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -46,11 +47,27 @@ async def test_unknown_route_and_method_use_the_envelope(client: httpx.AsyncClie
     assert error_of(await client.put("/v1/sessions"), 405)["code"] == "method_not_allowed"
 
 
+async def updated_at(store: Store, sid: str) -> datetime:
+    return datetime.fromisoformat((await store.get_session(sid)).updated_at.replace("Z", "+00:00"))
+
+
+async def past_the_update_of(store: Store, sid: str) -> None:
+    """Wait until the clock has left the millisecond `sid` was last updated in: whatever is
+    updated next sorts strictly after it (two updates within one millisecond tie, and a
+    tie is ordered by session id)."""
+    last = await updated_at(store, sid)
+    while datetime.now(UTC) <= last:
+        await asyncio.sleep(0.001)
+
+
 async def test_list_filters_by_status_workflow_and_time(client: httpx.AsyncClient,
                                                         store: Store) -> None:
     a = await submit(client, chain_spec(1, name="alpha"))
+    await past_the_update_of(store, a)
     b = await submit(client, chain_spec(1, name="beta"))
+    await past_the_update_of(store, b)
     c = await submit(client, chain_spec(1, name="alpha"))
+    await past_the_update_of(store, c)
     await cancel(store, b)
 
     async def ids(**params: str) -> list[str]:
@@ -71,7 +88,7 @@ async def test_list_filters_by_status_workflow_and_time(client: httpx.AsyncClien
     assert await ids(updated_after=future) == []
     assert await ids(updated_before=past) == []
     assert await ids(updated_after=past, updated_before=future) == [b, c, a]
-    cut = datetime.fromisoformat((await store.get_session(b)).updated_at.replace("Z", "+00:00"))
+    cut = await updated_at(store, b)
     assert await ids(updated_before=(cut - timedelta(milliseconds=1)).isoformat()) == [c, a]
     assert await ids(updated_after=cut.isoformat()) == [b]
 
