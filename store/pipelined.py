@@ -40,13 +40,14 @@ from redis.asyncio.connection import (
     UnixDomainSocketConnection,
 )
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
+    BusyLoadingError,
     InvalidResponse,
     NoScriptError,
     ReadOnlyError,
     ResponseError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 # Connections that talk to one fixed server (not SentinelManagedConnection).
@@ -93,7 +94,15 @@ class _Link(asyncio.Protocol):
         self.transport.writelines(packed)
         if self._watchdog is None and self.timeout is not None:
             self._watchdog = self.loop.call_at(now + self.timeout, self._check_deadline)
-        return await reply
+        try:
+            return await reply
+        except (ReadOnlyError, BusyLoadingError) as error:
+            # Redis answered as a replica, or while loading: as redis-py, drop this
+            # connection (the next one may reach the primary); the other callers on it
+            # are told and retried. A reply error of one command alone (NOREPLICAS, a
+            # script's error) leaves it be.
+            self.close(RedisConnectionError(f"Connection to {self.where} dropped: {error}"))
+            raise
 
     def _check_deadline(self) -> None:
         """Past the socket timeout with the oldest reply still due: the connection is
@@ -222,14 +231,8 @@ class PipelinedConnection:
         return await link.request(packed)
 
     async def _failed(self, error: Exception) -> None:
-        """As redis-py's: an error it is not told to retry is raised. The connection is
-        dropped when it is broken or talks to a replica (READONLY: the next one may reach
-        the new primary), not for a reply error of one command (NOREPLICAS) the other
-        commands on it need not share."""
-        link = self._link
-        if link is not None and isinstance(error, RedisConnectionError | RedisTimeoutError
-                                           | ReadOnlyError):
-            link.close(RedisConnectionError(f"Connection to {link.where} dropped: {error}"))
+        """As redis-py's: an error it is not told to retry is raised. Nothing to close:
+        the connection an error came from closed itself (_Link.request, close)."""
         if not isinstance(error, self._retried):
             raise error
 

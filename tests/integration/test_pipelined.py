@@ -15,10 +15,10 @@ from fakeredis import FakeAsyncRedis
 from helpers import RedisServer, random_prefix, start_redis, wait_for
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import DataError, NoScriptError, ResponseError
+from redis.exceptions import DataError, NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from strands_durable.store.outage import RedisOutage, outage_client_kwargs
+from strands_durable.store.outage import NoReplicasError, RedisOutage, outage_client_kwargs
 from strands_durable.store.pipelined import PipelinedConnection
 from strands_durable.store.redis_url import Timeouts, async_redis_client
 
@@ -66,6 +66,30 @@ async def test_a_reply_error_raises_redis_pys_class_and_keeps_the_connection(
         await wire.execute("GET")
     assert await wire.execute("ECHO", "same") == "same"
     assert wire._link is link and not link.closed
+
+
+async def test_a_replicas_readonly_drops_the_connection_noreplicas_does_not() -> None:
+    primary = start_redis()
+    replica = start_redis(["--replicaof", "127.0.0.1", str(primary.port)])
+    redis = async_redis_client(replica.url, decode_responses=True)
+    try:
+        wire, key = wire_of(redis), random_prefix()
+        await wire.execute("PING")
+        with pytest.raises(ReadOnlyError):
+            await wire.execute("SET", key, "v")
+        assert wire._link is not None and wire._link.closed  # the next may reach a primary
+        await redis.replicaof("NO", "ONE")
+        assert await wire.execute("SET", key, "v") == "OK"
+        link = wire._link
+        await redis.config_set("min-replicas-to-write", 1)
+        with pytest.raises(NoReplicasError):
+            await wire.execute("SET", key, "w")
+        assert wire._link is link and not link.closed  # one command's answer, not the link's
+        assert await wire.execute("GET", key) == "v"
+    finally:
+        await redis.aclose()
+        replica.stop()
+        primary.stop()
 
 
 async def test_a_script_redis_does_not_have_is_loaded_and_run(client: Redis) -> None:
