@@ -86,6 +86,11 @@ class Drill:
         await wait_for(leading, timeout_s=60, what="the scheduler to take its lock")
 
     async def submit(self, sessions: int, delay_s: float) -> None:
+        """Start `sessions` chains. Submitted before any worker runs (start_fleet after
+        this), every session is queued when the first step runs: however slowly this
+        loop runs on a loaded machine, no chain can end before the last one is queued."""
+        assert not any(p.poll() is None for p in self.fleet.workers
+                       if p is not self.scheduler), "submit before the workers start"
         text = chain_spec(self.steps, delay_s)
         for n in range(sessions):
             loaded = load_spec_text(text, "drill.yaml", {"n": str(n)})
@@ -119,10 +124,27 @@ class Drill:
         return await wait_for(lambda: self.committing(sids, at_least), timeout_s=60,
                               what=f"{at_least} commits on the drill's sessions")
 
-    async def wait_any_commit(self, timeout_s: float = 60) -> None:
-        """Wait until the fleet commits one more step, of any session."""
+    async def wait_any_commit(self, held: list[str], timeout_s: float = 60) -> None:
+        """Wait until the fleet commits one more step, of any session, or until every
+        session still running is one of `held` (those the caller holds up, e.g. on a
+        half-moved slot): then nothing can commit until the caller acts, and waiting
+        would only time out. Read errors while the cluster changes count as neither."""
         first = await self.committed_readable(self.sids)
-        await self.wait_progress(self.sids, first, timeout_s)
+        others = [sid for sid in self.sids if sid not in set(held)]
+
+        async def moved_or_only_held_left() -> bool:
+            try:
+                if await self.committed(self.sids) > first:
+                    return True
+                for sid in others:
+                    if (await self.store.get_session(sid)).status == SessionStatus.RUNNING:
+                        return False
+                return True
+            except RedisError:
+                return False
+
+        await wait_for(moved_or_only_held_left, timeout_s=timeout_s,
+                       what="a commit, or every session but the held ones to end")
 
     async def committed_readable(self, sids: list[str], timeout_s: float = 30) -> int:
         """Steps committed over `sids`, once the cluster answers (it may still be

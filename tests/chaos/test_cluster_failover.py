@@ -31,9 +31,11 @@ DELAY_S = 0.15  # each agent call; where the kill lands is decided by commit cou
 
 
 async def start_run(drill: Drill) -> None:
-    await start_fleet(drill.fleet, drill.store, WORKERS)
+    # Every session is queued before a worker starts: a slow submit loop (a loaded
+    # machine) cannot let one chain end before the drill begins.
     await drill.start_scheduler()
     await drill.submit(SESSIONS, DELAY_S)
+    await start_fleet(drill.fleet, drill.store, WORKERS)
 
 
 def busiest_primary(drill: Drill) -> tuple[ClusterNode, list[str]]:

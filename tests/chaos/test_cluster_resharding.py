@@ -28,9 +28,11 @@ BATCH = 4  # keys per MIGRATE: small, so that the fleet works on a half-moved sl
 
 async def test_moving_a_live_shards_slot_loses_nothing_and_commits_nothing_twice(
         drill: Drill, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    await start_fleet(drill.fleet, drill.store, WORKERS)
+    # Every session is queued before a worker starts: a slow submit loop (a loaded
+    # machine) cannot let one chain end before the drill begins.
     await drill.start_scheduler()
     await drill.submit(SESSIONS, DELAY_S)
+    await start_fleet(drill.fleet, drill.store, WORKERS)
     by_shard = Counter(shard_of(sid, SHARDS) for sid in drill.sids)
     shard, _ = by_shard.most_common(1)[0]
     moving = [sid for sid in drill.sids if shard_of(sid, SHARDS) == shard]
@@ -47,8 +49,9 @@ async def test_moving_a_live_shards_slot_loses_nothing_and_commits_nothing_twice
         if not n:
             break
         moved, batches = moved + n, batches + 1
-        # Let the fleet work against the half-moved slot before the next batch.
-        await drill.wait_any_commit()
+        # Let the fleet work against the half-moved slot before the next batch (once
+        # only the moving shard's sessions are left, they wait for the move to end).
+        await drill.wait_any_commit(held=moving)
     during = await drill.committed_readable(moving) - before
     cluster.finish_migration(slot, target.port)
     migrated_s = time.monotonic() - t0
