@@ -141,6 +141,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     from strands_durable.logs import configure_logging
     from strands_durable.store.connect import open_store
     from strands_durable.worker.consumer import StepConsumer
+    from strands_durable.worker.heap import freeze_startup_heap
 
     global _metrics_watched
     configure_logging()
@@ -161,6 +162,7 @@ async def _startup(ctx: dict[str, Any]) -> None:
     if not _metrics_watched:  # `arq --watch` runs startup again in the same process
         metrics.watch_redis_outages(outage)
         _metrics_watched = True
+    freeze_startup_heap()
 
 
 async def _shutdown(ctx: dict[str, Any]) -> None:
