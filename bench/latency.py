@@ -29,6 +29,7 @@ from strands_durable.store.connect import open_store
 from strands_durable.store.store import CommitOutcome, CommitRequest, Store
 from strands_durable.worker import step_runner
 from strands_durable.worker.consumer import StepConsumer
+from strands_durable.worker.heap import freeze_startup_heap
 
 LAG_PROBE_S = 0.005
 CREATE_BATCH = 500  # sessions created concurrently at a time (10,000 at once: a memory spike)
@@ -128,10 +129,14 @@ class LatencyResult:
 
 class Probe:
     """Wraps one store's commit and the planner, in this process, and records per step:
-    commit latency, planning time, and (process CPU, commits so far) at each commit."""
+    commit latency, planning time, and (process CPU, commits so far) at each commit of
+    a step in `cpu_spans`. Reading the process's CPU time is a system call that costs
+    tens of microseconds on a virtual machine: read at every commit, it was a tenth of
+    the worker CPU it measured, so it is read only where a window needs it."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, cpu_spans: tuple[tuple[int, int], ...] = ()) -> None:
         self.store = store
+        self.cpu_steps = frozenset(n for first, last in cpu_spans for n in range(first, last + 1))
         self.commits: dict[int, list[float]] = defaultdict(list)  # step -> ms
         self.plans: dict[int, list[float]] = defaultdict(list)
         self.cpu: dict[int, list[tuple[float, int]]] = defaultdict(list)
@@ -150,7 +155,8 @@ class Probe:
                 n = step_number(req)
                 self.commits[n].append(elapsed * 1000)
                 self.count += 1
-                self.cpu[n].append((time.process_time(), self.count))
+                if n in self.cpu_steps:
+                    self.cpu[n].append((time.process_time(), self.count))
             elif outcome.verdict == "conflict":
                 self.conflicts += 1
             return outcome
@@ -240,7 +246,7 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
     settings = DurableSettings(redis_url=redis_url, key_prefix=fresh_prefix("latency"),
                                bench_noop=True, worker_concurrency=concurrency)
     store = open_store(settings)
-    probe = Probe(store)
+    probe = Probe(store, cpu_spans=(low, high))
     consumer = StepConsumer(settings, store)
     try:
         await create_sessions(store, steps, sessions)
@@ -248,6 +254,7 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
         lag = asyncio.create_task(probe.lag_probe())
         t0 = time.perf_counter()
         await consumer.start()
+        freeze_startup_heap()  # as a worker process does once started (worker/heap.py)
         try:
             await wait_done(store, sessions, timeout_s, "latency")
         finally:
