@@ -20,7 +20,7 @@ from strands_durable.models import (
     StepJob,
     StepKind,
     StepResult,
-    now_iso,
+    iso_of_ms,
     now_ms,
 )
 from strands_durable.scheduler.patterns import Decision, PlanContext, planner_for
@@ -133,7 +133,8 @@ def plan_commit(snapshot: Snapshot, job: StepJob, result: StepResult, *, entry_i
     decision, artifacts = decide(snapshot, result)
     decision, artifacts, result = with_notes(snapshot.spec, snapshot.results, job, result,
                                              decision, artifacts)
-    at, at_ms = now_iso(), now_ms()
+    at_ms = now_ms()
+    at = iso_of_ms(at_ms)  # one instant for both
     status, reason = decision.status, decision.reason
     runnable = [j for j in decision.schedule if j.kind != StepKind.HITL]
     human = [j for j in decision.schedule if j.kind == StepKind.HITL]
