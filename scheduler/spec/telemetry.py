@@ -58,7 +58,14 @@ class OtelEnv:
 
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> OtelEnv:
-        env = os.environ if environ is None else environ
+        """`environ`'s variables, or the process's as they are now (a worker asks at
+        every step, so a variable changed while it runs counts from its next step)."""
+        if environ is None:
+            return _PROCESS_ENV.read()
+        return cls._parse(environ)
+
+    @classmethod
+    def _parse(cls, env: Mapping[str, str]) -> OtelEnv:
         endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip() or None
         if endpoint is None and env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
             endpoint = env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip().rstrip("/") + TRACES_PATH
@@ -67,6 +74,43 @@ class OtelEnv:
         return cls(traces_endpoint=endpoint,
                    service_name=env.get("OTEL_SERVICE_NAME", "").strip() or None,
                    sample_ratio=_sampler_ratio(env), disabled=disabled)
+
+
+_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+              "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME",
+              "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG")
+
+
+class _ProcessOtelEnv:
+    """The process's OtelEnv, parsed again only when one of its variables changed.
+
+    Read at every step: `os.environ.get` of an unset name raises and catches a KeyError
+    inside, so the seven reads and the parse were several microseconds a step. The raw
+    values are compared instead, looked up in the dict behind `os.environ` (the bytes
+    or str that `os.environ[...] = ...` and `del` keep it in step with); where there is
+    none, or `os.environ` was replaced, every read parses again."""
+
+    def __init__(self) -> None:
+        self._environ = os.environ
+        data = getattr(os.environ, "_data", None)
+        self._data: dict[object, object] | None = data if isinstance(data, dict) else None
+        self._keys = tuple(os.environ.encodekey(name) for name in _VARIABLES)
+        # The raw values and their parse, as one tuple: a thread reading while another
+        # replaces it sees one pair or the other, never a mix.
+        self._last: tuple[tuple[object, ...], OtelEnv] | None = None
+
+    def read(self) -> OtelEnv:
+        data = self._data
+        if data is None or os.environ is not self._environ:
+            return OtelEnv._parse(os.environ)
+        raw = tuple(data.get(key) for key in self._keys)
+        last = self._last
+        if last is None or last[0] != raw:
+            last = self._last = (raw, OtelEnv._parse(os.environ))
+        return last[1]
+
+
+_PROCESS_ENV = _ProcessOtelEnv()
 
 
 def _sampler_ratio(env: Mapping[str, str]) -> float | None:

@@ -42,6 +42,54 @@ def resolve(spec: Telemetry | None, env: OtelEnv | None = None,
 
 
 # -- the operator's variables ---------------------------------------------------------
+VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+             "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME",
+             "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG")
+
+
+def test_the_process_variables_are_read_again_as_soon_as_one_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """OtelEnv.read() keeps its parse while the variables stay as they were (a worker
+    reads them at every step), and sees every change, set or unset, at the next read."""
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert OtelEnv.read() == OtelEnv()
+    assert OtelEnv.read() is OtelEnv.read()  # unchanged: the same parse
+    steps = [("OTEL_EXPORTER_OTLP_ENDPOINT", OPERATOR,
+              OtelEnv(traces_endpoint=OPERATOR + "/v1/traces")),
+             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", OPERATOR + "/t",
+              OtelEnv(traces_endpoint=OPERATOR + "/t")),
+             ("OTEL_SERVICE_NAME", "fleet",
+              OtelEnv(traces_endpoint=OPERATOR + "/t", service_name="fleet")),
+             ("OTEL_TRACES_SAMPLER", "traceidratio",
+              OtelEnv(traces_endpoint=OPERATOR + "/t", service_name="fleet",
+                      sample_ratio=1.0)),
+             ("OTEL_TRACES_SAMPLER_ARG", "0.25",
+              OtelEnv(traces_endpoint=OPERATOR + "/t", service_name="fleet",
+                      sample_ratio=0.25)),
+             ("OTEL_TRACES_EXPORTER", "none",
+              OtelEnv(traces_endpoint=OPERATOR + "/t", service_name="fleet",
+                      sample_ratio=0.25, disabled=True))]
+    for name, value, expected in steps:
+        monkeypatch.setenv(name, value)
+        assert OtelEnv.read() == expected, name
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")  # a value changed, not added
+    assert OtelEnv.read().sample_ratio == 0.5
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert OtelEnv.read() == OtelEnv(disabled=True)
+    monkeypatch.delenv("OTEL_SDK_DISABLED")
+    assert OtelEnv.read() == OtelEnv()
+
+
+def test_a_replaced_environ_is_read_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setattr(os, "environ", {"OTEL_SERVICE_NAME": "elsewhere"})
+    assert OtelEnv.read() == OtelEnv(service_name="elsewhere")
+
+
 def test_the_standard_variables_are_read_as_the_otel_sdk_reads_them() -> None:
     env = OtelEnv.read({"OTEL_EXPORTER_OTLP_ENDPOINT": OPERATOR + "/",
                         "OTEL_SERVICE_NAME": "fleet", "OTEL_TRACES_SAMPLER": "traceidratio",
