@@ -27,7 +27,7 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from hiredis import Reader
 from redis._parsers.base import BaseParser
@@ -53,6 +53,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 # Connections that talk to one fixed server (not SentinelManagedConnection).
 _PLAIN = (Connection, SSLConnection, UnixDomainSocketConnection)
 _INCOMPLETE = object()  # hiredis's "no whole reply buffered yet"
+# What a connection's transport must offer to be taken over (the protocol swapped in).
+_TRANSPORT_CALLS = ("get_protocol", "set_protocol", "writelines", "is_closing", "abort")
 
 
 class _Link(asyncio.Protocol):
@@ -246,9 +248,11 @@ class PipelinedConnection:
             self._connection = connection
             writer = getattr(connection, "_writer", None)
             transport = writer.transport if writer is not None else None
-            if not isinstance(transport, asyncio.Transport):
+            # By what it does, not its class: uvloop's transports are no asyncio.Transport.
+            if not all(callable(getattr(transport, name, None)) for name in _TRANSPORT_CALLS):
                 await self._give_back()
                 raise RedisConnectionError("the pool gave a connection with no transport")
+            transport = cast(asyncio.Transport, transport)
             link = _Link(connection, transport, transport.get_protocol(), self._timeout)
             transport.set_protocol(link)
             self._link = link

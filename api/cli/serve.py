@@ -32,9 +32,11 @@ def api_serve(
 
     settings = env_settings()
     run_async(_check_shards(settings))
-    # Live event streams would hold a graceful shutdown open: give them 5 s.
+    # Live event streams would hold a graceful shutdown open: give them 5 s. asyncio's
+    # loop, as the worker's: uvicorn would pick uvloop wherever some other package
+    # installed it, so what runs would depend on what else is in the image.
     uvicorn.run(create_app(settings), host=host or settings.api_host,
-                port=port or settings.api_port, timeout_graceful_shutdown=5)
+                port=port or settings.api_port, timeout_graceful_shutdown=5, loop="asyncio")
 
 
 # -- scheduler role ------------------------------------------------------------------
