@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -21,17 +20,6 @@ from strands_durable.settings import DurableSettings, current_tool_policy
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
-
-
-def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item
-                                   ) -> dict[str, Callable[[], asyncio.AbstractEventLoop]] | None:
-    """Tests marked `uvloop_too` run once on asyncio's event loop and once on uvloop's
-    (what uvicorn picks whenever uvloop is installed); the others on asyncio's alone."""
-    if item.get_closest_marker("uvloop_too") is None:
-        return None
-    import uvloop
-
-    return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
 
 @pytest.fixture(scope="session")

@@ -22,9 +22,6 @@ from strands_durable.store.outage import NoReplicasError, RedisOutage, outage_cl
 from strands_durable.store.pipelined import PipelinedConnection
 from strands_durable.store.redis_url import Timeouts, async_redis_client
 
-# Every test on asyncio's loop and on uvloop's (whose transports are no asyncio.Transport).
-pytestmark = pytest.mark.uvloop_too
-
 INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
 
 
