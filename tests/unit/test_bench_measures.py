@@ -4,6 +4,7 @@ verdicts of the new targets (no timing is asserted: the inputs are made up)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 from unittest.mock import MagicMock
 
 from bench.latency import LatencyResult, Probe, Window, percentile, ratio
@@ -11,6 +12,7 @@ from bench.report_scale import resume_targets, scale_targets
 from bench.resume import ResumeResult
 from bench.scale import ScaleResult
 from bench.specs import chain_spec, chain_text
+from strands_durable.store.store import CommitOutcome
 
 
 def probe() -> Probe:
@@ -25,6 +27,29 @@ def test_cpu_per_step_divides_the_cpu_between_a_windows_commits_by_every_commit_
     p.cpu[7] = [(9.0, 99)]  # outside the window
     # From the first commit (10) to the last (20): 10 ms over 10 commits.
     assert math.isclose(p.cpu_per_step_us((5, 6)), 1000.0)
+
+
+async def test_the_cpu_clock_is_read_only_at_commits_of_the_windows_steps() -> None:
+    """Reading the process's CPU time is a system call (tens of microseconds on a VM):
+    at every commit it inflated what it measured, so only the windows' steps read it."""
+    store = MagicMock()
+
+    async def commit(req: Any) -> CommitOutcome:
+        return CommitOutcome("ok")
+
+    store.commit = commit
+    p = Probe(store, cpu_spans=((2, 3), (9, 9)))
+    p.install()
+    try:
+        for n in range(1, 11):
+            req = MagicMock()
+            req.job.meta = {"index": n - 1}
+            await store.commit(req)
+    finally:
+        p.uninstall()
+    assert sorted(p.commits) == list(range(1, 11))
+    assert sorted(p.cpu) == [2, 3, 9]
+    assert [count for _, count in p.cpu[3]] == [3]
 
 
 def test_cpu_per_step_needs_two_commits() -> None:
