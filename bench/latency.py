@@ -147,9 +147,9 @@ class Probe:
         self._plan = step_runner.plan_commit
 
     def install(self) -> None:
-        async def timed_commit(req: CommitRequest) -> CommitOutcome:
+        async def timed_commit(req: CommitRequest, take_next: int = 0) -> CommitOutcome:
             t0 = time.perf_counter()
-            outcome = await self._commit(req)
+            outcome = await self._commit(req, take_next)
             elapsed = time.perf_counter() - t0
             if outcome.verdict == "ok":
                 n = step_number(req)

@@ -114,13 +114,13 @@ async def run_resume(redis_url: str, *, sessions: int, committed: int,
 
     paused: set[str] = set()
 
-    async def pausing_commit(req: CommitRequest) -> CommitOutcome:
+    async def pausing_commit(req: CommitRequest, take_next: int = 0) -> CommitOutcome:
         # Once: the pause bumps the session's version, so this commit is re-planned and
         # comes back (then onto a paused session, which holds its next step).
         if step_number(req) == committed and req.job.session_id not in paused:
             paused.add(req.job.session_id)
             await pause(store, req.job.session_id, "bench: paused before its last commit")
-        return await commit(req)
+        return await commit(req, take_next)
 
     async def noting_run(spec: Any, variables: Any, job: StepJob, *args: Any) -> Any:
         waiting = started.get(job.session_id)

@@ -147,9 +147,6 @@ class CommitRequest:
     # A human's answer (or its default after the timeout): a session paused waiting for
     # it runs again, with what was held back. The planner knows; the script is told.
     answers_human: bool = False
-    # New entries of the step's stream the commit takes and gates for the worker (its
-    # free slots; 0 when stopping): a busy worker's next step comes with its commit.
-    take_next: int = 0
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,11 @@ class StepPath(StoreBase):
                              events_max=self.events_max))
         return written == 1
 
-    async def commit(self, req: CommitRequest) -> CommitOutcome:
+    async def commit(self, req: CommitRequest, take_next: int = 0) -> CommitOutcome:
+        """Commit the planned step; with `take_next`, the same call takes and gates up to
+        that many new entries of the step's stream for the worker (its free slots; 0
+        when stopping): a busy worker's next step comes with its commit. Not part of
+        the plan: the worker decides it as it commits."""
         k, job = self.keys, req.job
         sid = job.session_id
         shard = k.shard(sid)
@@ -162,7 +166,7 @@ class StepPath(StoreBase):
                 waiting=dumps(list(req.waiting)),
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
                 events_max=self.events_max, answers_human=int(req.answers_human),
-                take=req.take_next, spelling=take_spelling(k, shard)),
+                take=take_next, spelling=take_spelling(k, shard)),
         )
         verdict = as_str(res[0])
         if verdict == "ok":

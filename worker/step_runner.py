@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -259,9 +258,7 @@ class StepRunner:
             if not await self._history_survived(shard, entry_id, job, cache):
                 return None
             take = self.take_next(shard) if entry_id else 0
-            if take:
-                request = dataclasses.replace(request, take_next=take)
-            outcome = await metrics.timed_commit(self.store, request)
+            outcome = await metrics.timed_commit(self.store, request, take)
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":

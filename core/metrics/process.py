@@ -120,10 +120,12 @@ agent_label = CappedLabels(MAX_AGENT_LABELS)
 
 
 # -- observation points (one call per site in the worker and scheduler) --------------
-async def timed_commit(store: Store, req: CommitRequest) -> CommitOutcome:
-    """`store.commit(req)`, timed; a checkpoint that was written is also measured."""
+async def timed_commit(store: Store, req: CommitRequest, take_next: int = 0
+                       ) -> CommitOutcome:
+    """`store.commit(req, take_next)`, timed; a checkpoint that was written is also
+    measured."""
     started = time.perf_counter()
-    outcome = await store.commit(req)
+    outcome = await store.commit(req, take_next)
     COMMIT_SECONDS.observe(time.perf_counter() - started)
     if outcome.verdict == "ok":
         CHECKPOINT_BYTES.observe(outcome.bytes_written)

@@ -57,16 +57,17 @@ async def first_step(store: Store, consumer: str = "c1") -> tuple[str, TakenEntr
     return sid, entry, StepJob.from_json(entry.fields["job"])
 
 
-def taking(req: CommitRequest, n: int = 1) -> CommitRequest:
-    return dataclasses.replace(req, take_next=n)
+async def commit_taking(store: Store, req: CommitRequest, n: int = 1) -> CommitOutcome:
+    """A busy worker's commit: it takes up to `n` new entries in the same call."""
+    return await store.commit(req, take_next=n)
 
 
 async def test_a_commit_takes_and_gates_the_next_step_in_the_same_call(store: Store) -> None:
     sid, entry, job = await first_step(store)
     following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
     calls = await script_calls(store)
-    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1",
-                                                       next_jobs=(following,))))
+    outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1",
+                                                        next_jobs=(following,)))
     assert await script_calls(store) == calls + 1
     assert outcome.verdict == "ok"
     [nxt] = outcome.taken
@@ -97,10 +98,10 @@ async def test_a_commit_asked_for_nothing_takes_nothing(store: Store) -> None:
 async def test_a_commit_that_is_not_ok_takes_nothing(store: Store) -> None:
     _, entry, job = await first_step(store)
     await store.create_session(new_session())  # a new entry that could be taken
-    stale = await store.commit(taking(commit_request(job, entry.entry_id, "c2")))
+    stale = await commit_taking(store, commit_request(job, entry.entry_id, "c2"))
     assert (stale.verdict, stale.taken) == ("stale", ())
-    conflict = await store.commit(taking(commit_request(job, entry.entry_id, "c1",
-                                                        version=7)))
+    conflict = await commit_taking(store, commit_request(job, entry.entry_id, "c1",
+                                                         version=7))
     assert (conflict.verdict, conflict.taken) == ("conflict", ())
     assert len(await take(store, "c3")) == 1  # still new: nobody took it
 
@@ -109,7 +110,7 @@ async def test_a_taken_step_of_a_paused_session_is_held_not_run(store: Store) ->
     _, entry, job = await first_step(store)
     paused, _ = await store.create_session(new_session())
     await store.redis.hset(store.keys.meta(paused), "status", "paused")
-    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1")))
+    outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1"))
     [nxt] = outcome.taken
     assert nxt.fields["sid"] == paused
     assert nxt.gate is not None and nxt.gate.verdict == "held"
@@ -123,7 +124,7 @@ async def test_a_taken_step_of_a_cancelled_session_is_dropped(store: Store) -> N
     _, entry, job = await first_step(store)
     cancelled, _ = await store.create_session(new_session())
     await store.redis.hset(store.keys.meta(cancelled), "status", "cancelled")
-    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1")))
+    outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1"))
     [nxt] = outcome.taken
     assert nxt.gate is not None and nxt.gate.verdict == "terminal"
     assert await pending_under(store, nxt.entry_id) is None
@@ -134,8 +135,8 @@ async def test_a_taken_step_of_a_cancelled_session_is_dropped(store: Store) -> N
 async def test_what_a_dead_workers_commit_took_is_reclaimed_and_fenced(store: Store) -> None:
     sid, entry, job = await first_step(store)
     following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
-    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1",
-                                                       next_jobs=(following,))))
+    outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1",
+                                                        next_jobs=(following,)))
     [nxt] = outcome.taken
     # c1 dies here. Its taken entry stays pending under it, so no new read hands it
     # out again, and the idle claim hands it to another worker.
@@ -231,8 +232,8 @@ class Counting:
             self.by_take += [StepJob.from_json(t.fields["job"]).key for t in taken]
             return taken
 
-        async def counted_commit(req: CommitRequest) -> CommitOutcome:
-            outcome = await commit(req)
+        async def counted_commit(req: CommitRequest, take_next: int = 0) -> CommitOutcome:
+            outcome = await commit(req, take_next)
             self.by_commit += [StepJob.from_json(t.fields["job"]).key for t in outcome.taken]
             return outcome
 
@@ -356,8 +357,8 @@ async def test_a_take_that_fails_in_the_script_never_fails_the_commit(
     following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
     broken = dataclasses.replace(streams.take_spelling(store.keys, 0), wanted="[]")
     monkeypatch.setattr(step_path, "take_spelling", lambda keys, shard: broken)
-    outcome = await store.commit(taking(commit_request(job, entry.entry_id, "c1",
-                                                       next_jobs=(following,))))
+    outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1",
+                                                        next_jobs=(following,)))
     assert (outcome.verdict, outcome.taken) == ("ok", ())
     assert await store.redis.hkeys(store.keys.results(sid)) == ["step:0"]
     assert await pending_under(store, entry.entry_id) is None  # the commit's ack held
@@ -369,10 +370,10 @@ async def test_a_commit_sent_again_after_its_reply_was_lost_hands_back_what_it_t
         store: Store) -> None:
     sid, entry, job = await first_step(store)
     following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
-    request = taking(commit_request(job, entry.entry_id, "c1", next_jobs=(following,)))
-    first = await store.commit(request)  # applied; say its reply never arrived
+    request = commit_request(job, entry.entry_id, "c1", next_jobs=(following,))
+    first = await commit_taking(store, request)  # applied; say its reply never arrived
     [took] = first.taken
-    again = await store.commit(request)  # what a worker riding the outage sends
+    again = await commit_taking(store, request)  # what a worker riding the outage sends
     assert again.verdict == "stale"  # the fence: nothing applied twice
     [handed_back] = again.taken
     assert handed_back.entry_id == took.entry_id and handed_back.gate is not None
@@ -382,4 +383,4 @@ async def test_a_commit_sent_again_after_its_reply_was_lost_hands_back_what_it_t
     assert [r.key for r in results] == ["step:0"]
     # Another consumer's commit of the same entry gets nothing of it.
     other = dataclasses.replace(request, consumer="c2")
-    assert (await store.commit(other)).taken == ()
+    assert (await commit_taking(store, other)).taken == ()

@@ -34,7 +34,7 @@ async def test_the_cpu_clock_is_read_only_at_commits_of_the_windows_steps() -> N
     at every commit it inflated what it measured, so only the windows' steps read it."""
     store = MagicMock()
 
-    async def commit(req: Any) -> CommitOutcome:
+    async def commit(req: Any, take_next: int = 0) -> CommitOutcome:
         return CommitOutcome("ok")
 
     store.commit = commit
