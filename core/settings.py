@@ -144,6 +144,8 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
     shards: int = Field(default=1, ge=1, le=1024)
 
     worker_concurrency: int = Field(default=8, ge=1)
+    # Fewer steps at once while the worker's event loop is saturated (worker/slots.py).
+    worker_adaptive_concurrency: bool = True
     claim_idle_ms: int = Field(default=15_000, ge=100)
     max_deliveries: int = Field(default=5, ge=1)
     # How often a running step's lease is renewed; must stay well under claim_idle_ms.

@@ -22,6 +22,8 @@ from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.records import TakenEntry
 from strands_durable.store.store import Store
 from strands_durable.worker.execute import StepExecutor
+from strands_durable.worker.loop_load import BusyGauge, LoopIdleClock, watch_idle
+from strands_durable.worker.slots import FLOOR, PACE_S, Slots, next_limit
 from strands_durable.worker.step_runner import StepRunner
 
 log = logging.getLogger("durable.worker")
@@ -36,7 +38,7 @@ class StepConsumer:
         self.name = check_token("consumer name", name or process_name())
         self.runner = StepRunner(settings, store, executor or StepExecutor(settings, store),
                                  self.name)
-        self._slots = asyncio.Semaphore(settings.worker_concurrency)
+        self._slots = Slots(settings.worker_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._loops: list[asyncio.Task[None]] = []
         self._readers = 0  # the first _readers loops read the streams
@@ -50,6 +52,7 @@ class StepConsumer:
         self._reclaim_at: dict[int, float] = {}
         self.runner.take_next = self._take_next
         self.started_at = now_iso()
+        self.steps_run = 0  # deliveries processed (pacing's busy time per step)
 
     # -- lifecycle -----------------------------------------------------------------
     def read_shards(self) -> Sequence[int]:
@@ -58,6 +61,10 @@ class StepConsumer:
 
     async def start(self) -> None:
         await self.store.prepare()
+        idle = watch_idle(asyncio.get_running_loop())
+        pacing = self.settings.worker_adaptive_concurrency and idle is not None
+        if pacing:
+            self._slots.set_limit(FLOOR)
         shards = self.read_shards()
         self._loops = [asyncio.create_task(self._read_loop(k), name=f"read-{k}") for k in shards]
         self._readers = len(self._loops)
@@ -65,6 +72,8 @@ class StepConsumer:
             asyncio.create_task(self._timer_loop(), name="timers"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
         ]
+        if pacing and idle is not None:
+            self._loops.append(asyncio.create_task(self._pace_loop(idle), name="pacing"))
         log.info("worker %s consuming %d shard(s), concurrency %d", self.name,
                  len(shards), self.settings.worker_concurrency)
 
@@ -118,6 +127,11 @@ class StepConsumer:
     def running(self) -> int:
         return len(self._tasks)
 
+    @property
+    def slot_limit(self) -> int:
+        """Steps this consumer takes at once now (worker/slots.py)."""
+        return self._slots.limit
+
     # -- loops -----------------------------------------------------------------------
     def _spawn(self, shard: int, entry_id: str, fields: dict[str, str], reclaimed: bool,
                gated: TakenEntry | None = None) -> None:
@@ -127,8 +141,9 @@ class StepConsumer:
 
     def _take_next(self, shard: int) -> int:
         """A commit takes the worker's next entry into the slot its step frees, unless
-        the worker is stopping or the shard's re-claim is due."""
-        if self._stopping.is_set():
+        the worker is stopping, its slot limit came down (worker/slots.py) or the shard's
+        re-claim is due."""
+        if self._stopping.is_set() or not self._slots.keeps_slot():
             return 0
         due = self._reclaim_at.get(shard)
         return 0 if due is None or asyncio.get_running_loop().time() >= due else 1
@@ -140,6 +155,7 @@ class StepConsumer:
         try:
             while True:
                 taken = await self.runner.process(shard, entry_id, fields, reclaimed, gated)
+                self.steps_run += 1
                 gated = await self._next_taken(shard, taken)
                 if gated is None:
                     return
@@ -152,7 +168,7 @@ class StepConsumer:
         except Exception:
             log.exception("step entry %s: unexpected error; left pending", entry_id)
         finally:
-            self._slots.release()
+            self._slots.give_back()
 
     async def _next_taken(self, shard: int, taken: list[TakenEntry] | None
                           ) -> TakenEntry | None:
@@ -171,19 +187,6 @@ class StepConsumer:
                                      self.settings.claim_idle_ms * 10)
         return runnable[0] if runnable else None
 
-    async def _acquire_slots(self) -> int:
-        """Wait for at least one free slot; take as many as are free."""
-        await self._slots.acquire()
-        taken = 1
-        while not self._slots.locked():
-            await self._slots.acquire()
-            taken += 1
-        return taken
-
-    def _release(self, n: int) -> None:
-        for _ in range(n):
-            self._slots.release()
-
     async def _read_loop(self, shard: int) -> None:
         """One loop per shard owns the slots it takes: first it re-claims entries other
         workers left idle, then reads new ones, never holding more than it can run.
@@ -193,7 +196,7 @@ class StepConsumer:
         loop = asyncio.get_running_loop()
         next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
         while not self._stopping.is_set():
-            taken = await self._acquire_slots()
+            taken = await self._slots.take_free()
             used = 0
             try:
                 if loop.time() >= next_reclaim:
@@ -210,7 +213,7 @@ class StepConsumer:
                 log.exception("shard %d: read failed", shard)
                 await self._pause(1.0)
             finally:
-                self._release(taken - used)
+                self._slots.give_back(taken - used)
 
     async def _read_new(self, shard: int, count: int) -> int:
         # While there is work, entries come gated (take.lua: one round trip for the
@@ -333,6 +336,19 @@ class StepConsumer:
             except REDIS_DOWN_IN_LOOP as exc:
                 log.warning("heartbeat: Redis unavailable (%s)", exc)
             await self._pause(self.settings.heartbeat_s)
+
+    async def _pace_loop(self, idle: LoopIdleClock) -> None:
+        """Revise the slot limit every PACE_S from how busy the event loop was."""
+        gauge = BusyGauge(idle)
+        steps = self.steps_run
+        while not self._stopping.is_set():
+            await self._pause(PACE_S)
+            busy, busy_s = gauge.sample()
+            ran, steps = self.steps_run - steps, self.steps_run
+            slots = self._slots
+            slots.set_limit(next_limit(slots.limit, slots.ceiling, slots.used, busy,
+                                       busy_s / ran if ran else 0.0))
+            metrics.worker_paced(busy)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

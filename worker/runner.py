@@ -51,11 +51,11 @@ class RunnerConsumer(SessionConsumer):
             claimed = await self.store.claim_idle_entries(self.session_id, self.name, cursor,
                                                           TAKE_OVER_BATCH, 0)
             for entry_id, fields in claimed.entries:
-                await self._slots.acquire()  # released when the step ends (_run_one)
+                await self._slots.take_one()  # given back when the step ends (_run_one)
                 if await self._take_over(self.shard, entry_id, fields):
                     taken += 1
                 else:
-                    self._slots.release()
+                    self._slots.give_back()
             cursor = claimed.cursor
             if claimed.at_end or not claimed.entries:
                 return taken

@@ -45,8 +45,10 @@ from strands_durable.metrics.process import (
     TIMERS_PROMOTED,
     TOKENS,
     WORKER_HEARTBEAT,
+    WORKER_LOOP_BUSY,
     WORKER_RUNNING,
     WORKER_SLOTS,
+    WORKER_STEP_SLOTS,
     WORKER_UP,
     agent_label,
     dead_lettered,
@@ -58,6 +60,7 @@ from strands_durable.metrics.process import (
     step_reclaimed,
     timed_commit,
     timed_resume,
+    worker_paced,
 )
 from strands_durable.metrics.serving import (
     DEFAULT_METRICS_HOST,
@@ -83,11 +86,13 @@ __all__ = [
     "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "RECLAIMED", "RESUME_SECONDS",
     "SCHEDULER_LEADER", "SESSIONS_EXPIRED", "STEPS", "STEP_SECONDS", "STUCK", "STUCK_FLAGGED",
     "TIMERS_PROMOTED", "TOKENS", "TOOL_CALLS", "TOOL_SECONDS", "TURNS_REPLAYED",
-    "WORKER_HEARTBEAT", "WORKER_RUNNING", "WORKER_SLOTS",
+    "WORKER_HEARTBEAT", "WORKER_LOOP_BUSY", "WORKER_RUNNING", "WORKER_SLOTS",
+    "WORKER_STEP_SLOTS",
     "WORKER_UP", "FleetCollector", "FleetReader", "FleetSnapshot", "MetricsServer",
     "RedisOutageCollector", "ShardSnapshot", "agent_label", "combined_registry",
     "dead_lettered", "fleet_families", "heartbeat", "parse_fleet", "register_role",
     "render_api_metrics", "serve", "start_fleet_metrics", "start_worker_metrics",
     "step_committed", "step_failed", "step_lost", "step_reclaimed", "stop_worker_metrics",
     "timed_commit", "timed_resume", "tool_called", "turn_replayed", "watch_redis_outages",
+    "worker_paced",
 ]

@@ -63,6 +63,11 @@ WORKER_RUNNING = Gauge("durable_worker_running_steps", "Steps this worker is run
                        registry=None)
 WORKER_SLOTS = Gauge("durable_worker_concurrency", "Steps this worker may run at once",
                      registry=None)
+WORKER_STEP_SLOTS = Gauge("durable_worker_step_slots", "Steps this worker takes at once now: "
+                          "DURABLE_WORKER_CONCURRENCY, or fewer while its event loop is "
+                          "saturated", registry=None)
+WORKER_LOOP_BUSY = Gauge("durable_worker_loop_busy_ratio", "Share of the last pacing period "
+                         "(0.1 s) this worker's event loop was busy", registry=None)
 WORKER_HEARTBEAT = Gauge("durable_worker_heartbeat_timestamp_seconds", "When this worker "
                          "last wrote its heartbeat (stale: its event loop is stuck)",
                          registry=None)
@@ -80,7 +85,8 @@ DURATION_PAUSES = Counter("durable_duration_budget_pauses", "Sessions the schedu
                           "for exceeding runtime.budgets.max_duration_s")
 
 ROLE_GAUGES: dict[str, tuple[Gauge, ...]] = {
-    "worker": (WORKER_UP, WORKER_RUNNING, WORKER_SLOTS, WORKER_HEARTBEAT),
+    "worker": (WORKER_UP, WORKER_RUNNING, WORKER_SLOTS, WORKER_STEP_SLOTS, WORKER_LOOP_BUSY,
+               WORKER_HEARTBEAT),
     "scheduler": (SCHEDULER_LEADER, STUCK),
 }
 _roles: set[str] = set()
@@ -170,6 +176,11 @@ def dead_lettered() -> None:
 
 def heartbeat() -> None:
     WORKER_HEARTBEAT.set_to_current_time()
+
+
+def worker_paced(busy: float) -> None:
+    """The worker revised its step slots (worker/slots.py) after a period this busy."""
+    WORKER_LOOP_BUSY.set(busy)
 
 
 P = ParamSpec("P")

@@ -24,7 +24,13 @@ from strands_durable.metrics.fleet import (
     SnapshotCollector,
     combined_registry,
 )
-from strands_durable.metrics.process import WORKER_RUNNING, WORKER_SLOTS, WORKER_UP, register_role
+from strands_durable.metrics.process import (
+    WORKER_RUNNING,
+    WORKER_SLOTS,
+    WORKER_STEP_SLOTS,
+    WORKER_UP,
+    register_role,
+)
 from strands_durable.store.fleet_reads import (
     open_sync_client,
 )
@@ -83,6 +89,9 @@ class RunningCount(Protocol):
     @property
     def running(self) -> int: ...
 
+    @property
+    def slot_limit(self) -> int: ...
+
 
 def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int,
                          host: str = DEFAULT_METRICS_HOST) -> MetricsServer | None:
@@ -92,6 +101,7 @@ def start_worker_metrics(port: int, consumer: RunningCount, concurrency: int,
     WORKER_UP.set(1)
     WORKER_SLOTS.set(concurrency)
     WORKER_RUNNING.set_function(lambda: consumer.running)
+    WORKER_STEP_SLOTS.set_function(lambda: consumer.slot_limit)
     if not port:
         return None
     try:

@@ -313,6 +313,7 @@ def test_metrics_listen_on_loopback_unless_told(redis_server: RedisServer, prefi
                                                 tmp_path: Path) -> None:
     class Idle:
         running = 0
+        slot_limit = 1
 
     port = free_port()
     server = metrics.start_worker_metrics(port, Idle(), concurrency=1)

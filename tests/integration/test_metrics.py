@@ -295,6 +295,7 @@ async def test_worker_metrics_server_serves_and_survives_a_taken_port(
         caplog: pytest.LogCaptureFixture) -> None:
     class Busy:
         running = 3
+        slot_limit = 5
 
     port = free_port()
     server = metrics.start_worker_metrics(port, Busy(), concurrency=8)
@@ -304,6 +305,7 @@ async def test_worker_metrics_server_serves_and_survives_a_taken_port(
         assert "durable_worker_up 1.0" in body
         assert "durable_worker_running_steps 3.0" in body
         assert "durable_worker_concurrency 8.0" in body
+        assert "durable_worker_step_slots 5.0" in body
         assert "durable_stream_lag" not in body  # workers do not repeat the fleet gauges
         promtool_check(body)
         # A second worker on the same host and port runs on, without /metrics.
