@@ -16,6 +16,7 @@ import asyncio
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,6 +95,7 @@ class LatencyResult:
     cpu_low_us: float = float("nan")  # worker CPU per step in the low / high window
     cpu_high_us: float = float("nan")
     footprint: Footprint | None = None  # what a completed session holds
+    running_mean: float = float("nan")  # steps running, sampled with the lag probe
 
     @property
     def plan_ratio(self) -> float:
@@ -124,6 +126,7 @@ class LatencyResult:
                 "plan_ratio_p50_high_low": round(self.plan_ratio, 3),
                 "cpu_low_us": round(self.cpu_low_us, 1), "cpu_high_us": round(self.cpu_high_us, 1),
                 "cpu_ratio_high_low": round(self.cpu_ratio, 3),
+                "running_mean": round(self.running_mean, 2),
                 "footprint": self.footprint.to_dict() if self.footprint else None}
 
 
@@ -143,6 +146,8 @@ class Probe:
         self.count = 0  # successful commits
         self.conflicts = 0
         self.lags: list[float] = []
+        self.running: list[int] = []  # steps running at each lag-probe wake-up
+        self.running_now: Callable[[], int] | None = None
         self._commit = store.commit
         self._plan = step_runner.plan_commit
 
@@ -182,6 +187,8 @@ class Probe:
             t0 = time.perf_counter()
             await asyncio.sleep(LAG_PROBE_S)
             self.lags.append((time.perf_counter() - t0 - LAG_PROBE_S) * 1000)
+            if self.running_now is not None:
+                self.running.append(self.running_now())
 
     def window(self, label: str, span: tuple[int, int], plans: bool = False) -> Window:
         source = self.plans if plans else self.commits
@@ -199,6 +206,10 @@ class Probe:
 
     def all_commits(self) -> list[float]:
         return [x for xs in self.commits.values() for x in xs]
+
+
+def mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else float("nan")
 
 
 async def create_sessions(store: Store, steps: int, sessions: int) -> list[str]:
@@ -251,6 +262,7 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
     try:
         await create_sessions(store, steps, sessions)
         probe.install()
+        probe.running_now = lambda: consumer.running
         lag = asyncio.create_task(probe.lag_probe())
         t0 = time.perf_counter()
         await consumer.start()
@@ -272,4 +284,5 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
                          percentile(probe.lags, 50), percentile(probe.lags, 99),
                          probe.window("step 10", low, plans=True),
                          probe.window(f"step {steps}", high, plans=True),
-                         probe.cpu_per_step_us(low), probe.cpu_per_step_us(high), held)
+                         probe.cpu_per_step_us(low), probe.cpu_per_step_us(high), held,
+                         mean(probe.running))

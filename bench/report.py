@@ -150,7 +150,8 @@ def latency_table(out: Any, latency: LatencyResult | None,
         label = f"event-loop lag ({tag})"
         out(f"{label:<{W}} {'':>11} {'':>6} {run.lag_p50_ms:>7.3f} {run.lag_p99_ms:>7.3f}")
         out(f"  {run.sessions} x {run.steps}-step chains, one StepConsumer at concurrency "
-            f"{run.concurrency}: {run.sessions * run.steps / run.seconds:,.0f} steps/s, "
+            f"{run.concurrency} ({run.running_mean:.1f} steps running on average): "
+            f"{run.sessions * run.steps / run.seconds:,.0f} steps/s, "
             f"{run.conflicts} conflicts, p50 step-{run.steps}/step-10 = {run.ratio:.2f}x, "
             f"CPU per step {run.cpu_ratio:.2f}x")
 
