@@ -96,6 +96,7 @@ class LatencyResult:
     cpu_high_us: float = float("nan")
     footprint: Footprint | None = None  # what a completed session holds
     running_mean: float = float("nan")  # steps running, sampled with the lag probe
+    adaptive: bool = True  # the worker's adaptive concurrency (worker/slots.py) was on
 
     @property
     def plan_ratio(self) -> float:
@@ -126,7 +127,7 @@ class LatencyResult:
                 "plan_ratio_p50_high_low": round(self.plan_ratio, 3),
                 "cpu_low_us": round(self.cpu_low_us, 1), "cpu_high_us": round(self.cpu_high_us, 1),
                 "cpu_ratio_high_low": round(self.cpu_ratio, 3),
-                "running_mean": round(self.running_mean, 2),
+                "running_mean": round(self.running_mean, 2), "adaptive": self.adaptive,
                 "footprint": self.footprint.to_dict() if self.footprint else None}
 
 
@@ -251,11 +252,12 @@ async def checked(store: Store, steps: int, what: str, sample: int) -> Footprint
 
 async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[int, int],
                       high: tuple[int, int], concurrency: int, timeout_s: float,
-                      footprint_sample: int = 2) -> LatencyResult:
+                      footprint_sample: int = 2, adaptive: bool = True) -> LatencyResult:
     """`sessions` chains of `steps` steps, all created before the consumer starts (the
     clock starts with it), run by one in-process StepConsumer to the end."""
     settings = DurableSettings(redis_url=redis_url, key_prefix=fresh_prefix("latency"),
-                               bench_noop=True, worker_concurrency=concurrency)
+                               bench_noop=True, worker_concurrency=concurrency,
+                               worker_adaptive_concurrency=adaptive)
     store = open_store(settings)
     probe = Probe(store, cpu_spans=(low, high))
     consumer = StepConsumer(settings, store)
@@ -285,4 +287,4 @@ async def run_latency(redis_url: str, *, sessions: int, steps: int, low: tuple[i
                          probe.window("step 10", low, plans=True),
                          probe.window(f"step {steps}", high, plans=True),
                          probe.cpu_per_step_us(low), probe.cpu_per_step_us(high), held,
-                         mean(probe.running))
+                         mean(probe.running), adaptive)

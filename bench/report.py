@@ -43,6 +43,7 @@ class InProcess:
 
     latency: LatencyResult | None = None
     diagnostic: LatencyResult | None = None
+    fixed: LatencyResult | None = None  # adaptive concurrency off (diagnostic)
     scale: ScaleResult | None = None
     resume: ResumeResult | None = None
 
@@ -120,9 +121,9 @@ def long_footprints(out: Any, runs: InProcess) -> None:
         out("  " + ", ".join(f"{k or 'meta'} {v:,.0f}" for k, v in fp.by_key.items()))
 
 
-def latency_table(out: Any, latency: LatencyResult | None,
-                  diagnostic: LatencyResult | None) -> None:
-    runs = [r for r in (latency, diagnostic) if r is not None]
+def latency_table(out: Any, latency: LatencyResult | None, *diagnostics: LatencyResult | None
+                  ) -> None:
+    runs = [r for r in (latency, *diagnostics) if r is not None]
     if not runs:
         return
     out("")
@@ -131,7 +132,8 @@ def latency_table(out: Any, latency: LatencyResult | None,
     out(head)
     out("-" * len(head))
     for run in runs:
-        tag = f"conc {run.concurrency}" + (", diagnostic" if run is diagnostic else "")
+        tag = (f"conc {run.concurrency}" + ("" if run.adaptive else ", fixed")
+               + ("" if run is latency else ", diagnostic"))
         for w in (run.low, run.high):
             label = f"around {w.label} ({tag})"
             out(f"{label:<{W}} {w.first:>5}-{w.last:<5} {len(w.samples):>6} {w.p50:>7.3f} "
@@ -233,7 +235,7 @@ def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, runs: InProcess,
     throughput_table(out, sizes, rows, args.concurrency)
     footprint_table(out, rows)
     long_footprints(out, runs)
-    latency_table(out, latency, diagnostic)
+    latency_table(out, latency, diagnostic, runs.fixed)
     scale_table(out, runs.scale)
     resume_table(out, runs.resume)
     ratios, ratio_targets = ratio_rows(rows)
@@ -267,6 +269,7 @@ def report(args: argparse.Namespace, sizes: Sizes, rows: Rows, runs: InProcess,
         "arq_agent": [r.to_dict() for r in rows.arq_agent],
         "latency": latency.to_dict() if latency else None,
         "latency_concurrency_1": diagnostic.to_dict() if diagnostic else None,
+        "latency_fixed_concurrency": runs.fixed.to_dict() if runs.fixed else None,
         "sessions_at_once": runs.scale.to_dict() if runs.scale else None,
         "resume": runs.resume.to_dict() if runs.resume else None, "load": load,
         "ours_vs_arq": ratios, "targets": targets, "seconds": round(seconds, 1),

@@ -169,6 +169,13 @@ async def in_process(args: argparse.Namespace, sizes: Sizes, skip: set[str],
                                             steps=sizes.latency_steps, low=sizes.low,
                                             high=sizes.high, concurrency=1,
                                             timeout_s=timeout, footprint_sample=0)
+        log(f"commit latency at fixed concurrency {args.concurrency} (diagnostic, adaptive "
+            f"concurrency off), {sizes.latency_sessions} x {sizes.latency_steps}-step chains "
+            "in-process ...")
+        runs.fixed = await run_latency(url, sessions=sizes.latency_sessions,
+                                       steps=sizes.latency_steps, low=sizes.low,
+                                       high=sizes.high, concurrency=args.concurrency,
+                                       timeout_s=timeout, footprint_sample=0, adaptive=False)
     if "scale" not in skip:
         (few, many), (few_steps, many_steps) = sizes.scale, sizes.scale_steps
         log(f"{few:,} x {few_steps}-step then {many:,} x {many_steps}-step chains at once on "
