@@ -19,11 +19,11 @@ from strands_durable.settings import DurableSettings
 from strands_durable.store.fleet import process_name
 from strands_durable.store.keys import check_token
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
-from strands_durable.store.records import TakenEntry
+from strands_durable.store.records import StreamEntry, TakenEntry
 from strands_durable.store.store import Store
 from strands_durable.worker.execute import StepExecutor
 from strands_durable.worker.loop_load import BusyGauge, LoopIdleClock, watch_idle
-from strands_durable.worker.slots import FLOOR, PACE_S, Slots, next_limit
+from strands_durable.worker.slots import FLOOR, PACE_S, SlotHold, Slots, next_limit
 from strands_durable.worker.step_runner import StepRunner
 
 log = logging.getLogger("durable.worker")
@@ -128,6 +128,11 @@ class StepConsumer:
         return len(self._tasks)
 
     @property
+    def slots_in_use(self) -> int:
+        """Slots taken: by running steps, and by read loops for what they start next."""
+        return self._slots.used
+
+    @property
     def slot_limit(self) -> int:
         """Steps this consumer takes at once now (worker/slots.py)."""
         return self._slots.limit
@@ -196,14 +201,14 @@ class StepConsumer:
         loop = asyncio.get_running_loop()
         next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
         while not self._stopping.is_set():
-            taken = await self._slots.take_free()
+            hold = self._slots.hold(await self._slots.take_free())
             used = 0
             try:
                 if loop.time() >= next_reclaim:
                     next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
-                    used += await self._reclaim(shard, taken)
-                if used < taken:
-                    used += await self._read_new(shard, taken - used)
+                    used += await self._reclaim(shard, hold.count)
+                if used < hold.count:
+                    used += await self._read_new(shard, hold, used)
             except asyncio.CancelledError:
                 raise
             except REDIS_DOWN_IN_LOOP as exc:
@@ -213,28 +218,40 @@ class StepConsumer:
                 log.exception("shard %d: read failed", shard)
                 await self._pause(1.0)
             finally:
-                self._slots.give_back(taken - used)
+                hold.release_unused(used)
 
-    async def _read_new(self, shard: int, count: int) -> int:
-        # While there is work, entries come gated (take.lua: one round trip for the
-        # read and every gate); an empty stream is waited on with a blocking read, and
-        # what it returns is gated in one call with any more new entries there are.
+    async def _read_new(self, shard: int, hold: SlotHold, used: int) -> int:
+        """Start new entries in the slots of `hold` that `used` leaves; how many started.
+        While there is work, entries come gated (take.lua: one round trip for the read
+        and every gate). An empty stream is waited on with a blocking read of one entry,
+        holding one slot (the other shards' loops can run what they find meanwhile), and
+        what it returns is gated in one call with as many more new entries as slots are
+        free by then."""
         if shard in self._drained:
             self._drained.discard(shard)
         else:
-            taken = await self.store.take_new(shard, self.name, count, now_iso())
+            taken = await self.store.take_new(shard, self.name, hold.count - used, now_iso())
             if taken:
                 return self._start_taken(shard, taken)
-        entries = await self.store.read_new(shard, self.name, count,
-                                            self.settings.read_block_ms)
+        hold.keep(used + 1)
+        entries = await self._wait_new(shard)
+        if not entries:
+            return 0
+        return await self._gate_read(shard, entries, hold.add_free())
+
+    async def _wait_new(self, shard: int) -> list[StreamEntry]:
+        """The next new entry, waited for up to read_block_ms; none once stopping."""
+        entries = await self.store.read_new(shard, self.name, 1, self.settings.read_block_ms)
         if entries and self._stopping.is_set():  # arrived as we stopped: hand them back
             await self.store.release(shard, [e for e, _ in entries], self.name,
                                      self.settings.claim_idle_ms * 10)
-            return 0
-        if not entries:
-            return 0
-        gated = await self.store.take_new(shard, self.name, count - len(entries), now_iso(),
-                                          read=entries)
+            return []
+        return entries
+
+    async def _gate_read(self, shard: int, entries: list[StreamEntry],
+                         more: int) -> int:
+        """Gate and start what a blocking read returned, with up to `more` new entries."""
+        gated = await self.store.take_new(shard, self.name, more, now_iso(), read=entries)
         return self._start_taken(shard, gated)
 
     def _start_taken(self, shard: int, taken: list[TakenEntry]) -> int:

@@ -21,6 +21,7 @@ from strands_durable.store.keys import check_session_id
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.execute import StepExecutor
+from strands_durable.worker.slots import SlotHold
 
 
 class SessionConsumer(StepConsumer):
@@ -41,9 +42,9 @@ class SessionConsumer(StepConsumer):
     async def promote_timers(self, shard: int) -> int:
         return await self.store.promote_timers(shard, now_ms(), session_id=self.session_id)
 
-    async def _read_new(self, shard: int, count: int) -> int:
+    async def _read_new(self, shard: int, hold: SlotHold, used: int) -> int:
         claimed = await self.store.claim_new_entries(self.session_id, self.name, self._after,
-                                                     count)
+                                                     hold.count - used)
         self._after = claimed.cursor
         if self._stopping.is_set() and claimed.entries:  # taken as we stopped: hand back
             await self.store.release(shard, [e for e, _ in claimed.entries], self.name,

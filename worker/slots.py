@@ -67,6 +67,10 @@ class Slots:
     async def take_free(self) -> int:
         """Wait for a free slot; take every free one, and return how many."""
         await self._until_free()
+        return self.take_now()
+
+    def take_now(self) -> int:
+        """Take every free slot without waiting; how many (0 when none is free)."""
         taken = self.free()
         self.used += taken
         return taken
@@ -94,6 +98,9 @@ class Slots:
         came down below what is in use)."""
         return self.used <= self.limit
 
+    def hold(self, count: int) -> SlotHold:
+        return SlotHold(self, count)
+
     def set_limit(self, limit: int) -> None:
         self.limit = max(1, min(self.ceiling, limit))
         self._wake()
@@ -105,3 +112,29 @@ class Slots:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
+
+
+class SlotHold:
+    """The slots a read loop took for what it is about to start: it may give some back
+    before it waits, and take more that came free meanwhile."""
+
+    def __init__(self, slots: Slots, count: int) -> None:
+        self._slots = slots
+        self.count = count
+
+    def keep(self, count: int) -> None:
+        """Give back all but `count`."""
+        if count < self.count:
+            self._slots.give_back(self.count - count)
+            self.count = count
+
+    def add_free(self) -> int:
+        """Add every slot free now; how many."""
+        more = self._slots.take_now()
+        self.count += more
+        return more
+
+    def release_unused(self, used: int) -> None:
+        """The slots that nothing started in go back (the others, as their steps end)."""
+        self._slots.give_back(self.count - used)
+        self.count = used

@@ -1,0 +1,66 @@
+"""A worker's read loops on a real redis-server: one loop per shard, all sharing the
+worker's slots. A loop that finds its stream empty waits on it holding one slot, not
+every free one: another shard's new entry runs at once, not after that wait."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from helpers import wait_for
+
+from bench.latency import checked
+from bench.specs import chain_spec
+from strands_durable.models import SessionStatus
+from strands_durable.scheduler.operations.start import start_session
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.keys import shard_for_key
+from strands_durable.worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+BLOCK_MS = 30_000  # far longer than the test waits: a loop stuck in it fails the test
+
+
+def keys_on_shard(shard: int, shards: int, count: int) -> list[str]:
+    """Idempotency keys whose sessions land on `shard` (the key picks the shard)."""
+    keys: list[str] = []
+    n = 0
+    while len(keys) < count:
+        key = f"read-loops-{n}"
+        if shard_for_key(key, shards) == shard:
+            keys.append(key)
+        n += 1
+    return keys
+
+
+async def test_a_loop_waiting_on_an_empty_shard_leaves_the_slots_to_the_others(
+        settings: DurableSettings) -> None:
+    settings = settings.model_copy(update={
+        "shards": 2, "worker_concurrency": 2, "worker_adaptive_concurrency": False,
+        "bench_noop": True, "read_block_ms": BLOCK_MS, "redis_socket_timeout_s": 60.0})
+    store = open_store(settings)
+    consumer = StepConsumer(settings, store)
+    try:
+        await consumer.start()
+        # Shard 0's loop starts first and found its stream empty: it waits on it. Both
+        # loops wait with one slot each, so sessions on shard 1 run now.
+        await wait_for(lambda: asyncio.sleep(0, consumer.slots_in_use == 2), timeout_s=10,
+                       what="both loops waiting")
+        loaded = chain_spec(3)
+        sids = [(await start_session(store, loaded, idempotency_key=key))[0]
+                for key in keys_on_shard(1, 2, 3)]
+        began = time.monotonic()
+
+        async def done() -> bool:
+            statuses = [(await store.get_session(s)).status for s in sids]
+            return all(status == SessionStatus.COMPLETED for status in statuses)
+
+        await wait_for(done, timeout_s=20, what="shard 1's sessions to complete")
+        assert time.monotonic() - began < BLOCK_MS / 1000
+        await checked(store, 3, "read loops", 0)
+    finally:
+        await consumer.stop(grace_s=5)
+        await store.redis.aclose()
