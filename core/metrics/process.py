@@ -67,7 +67,7 @@ WORKER_STEP_SLOTS = Gauge("durable_worker_step_slots", "Steps this worker takes 
                           "DURABLE_WORKER_CONCURRENCY, or fewer while its event loop is "
                           "saturated", registry=None)
 WORKER_LOOP_BUSY = Gauge("durable_worker_loop_busy_ratio", "Share of the last pacing period "
-                         "(0.1 s) this worker's event loop was busy", registry=None)
+                         "(20 ms) this worker's event loop was busy", registry=None)
 WORKER_HEARTBEAT = Gauge("durable_worker_heartbeat_timestamp_seconds", "When this worker "
                          "last wrote its heartbeat (stale: its event loop is stuck)",
                          registry=None)

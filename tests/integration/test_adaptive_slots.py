@@ -26,17 +26,21 @@ pytestmark = pytest.mark.integration
 CEILING = 8
 
 
+BURN_S = 0.002
+
+
+def burn(seconds: float = BURN_S) -> StepOutput:
+    """Run Python on the event loop for `seconds`: a CPU-bound step."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+    return StepOutput(response="ok")
+
+
 class BurningExecutor(StepExecutor):
-    """Each step runs `burn_s` of Python on the event loop: a CPU-bound step."""
-
-    burn_s = 0.002
-
     async def run(self, spec: Spec, variables: dict[str, Any], job: StepJob,
                   run: Any = None) -> StepOutput:
-        until = time.perf_counter() + self.burn_s
-        while time.perf_counter() < until:
-            pass
-        return StepOutput(response="ok")
+        return burn()
 
 
 class WaitThenBurnExecutor(StepExecutor):
@@ -46,12 +50,8 @@ class WaitThenBurnExecutor(StepExecutor):
 
     async def run(self, spec: Spec, variables: dict[str, Any], job: StepJob,
                   run: Any = None) -> StepOutput:
-        if not self.burning.is_set():
-            await self.burning.wait()
-        until = time.perf_counter() + 0.002
-        while time.perf_counter() < until:
-            pass
-        return StepOutput(response="ok")
+        await self.burning.wait()
+        return burn()
 
 
 class WaitingExecutor(StepExecutor):
