@@ -66,28 +66,35 @@ class Slots:
 
     async def take_free(self) -> int:
         """Wait for a free slot; take every free one, and return how many."""
-        await self._until_free()
-        return self.take_now()
+        await self.take_one()
+        return 1 + self.take_now()
 
     def take_now(self) -> int:
-        """Take every free slot without waiting; how many (0 when none is free)."""
+        """Take every free slot without waiting; how many (0 when none is free, or when
+        others wait for one: they come first)."""
+        if self._waiters:
+            return 0
         taken = self.free()
         self.used += taken
         return taken
 
     async def take_one(self) -> None:
-        await self._until_free()
-        self.used += 1
-
-    async def _until_free(self) -> None:
-        while not self.free():
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+        """Take one slot, in turn: while others wait, behind them, even if one is free
+        now (a read loop whose wait ended empty would otherwise take its slot straight
+        back, and with more shards than slots some shards would never be read)."""
+        if self.free() and not self._waiters:
+            self.used += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # _wake hands the slot over: counted in `used` already
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.give_back()  # handed a slot as it was cancelled: the next in line
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            raise
 
     def give_back(self, count: int = 1) -> None:
         self.used -= count
@@ -106,11 +113,11 @@ class Slots:
         self._wake()
 
     def _wake(self) -> None:
-        if not self.free():
-            return
-        while self._waiters:
+        """Hand each free slot to the next waiter, first come first served."""
+        while self._waiters and self.free():
             waiter = self._waiters.popleft()
             if not waiter.done():
+                self.used += 1
                 waiter.set_result(None)
 
 

@@ -64,3 +64,32 @@ async def test_a_loop_waiting_on_an_empty_shard_leaves_the_slots_to_the_others(
     finally:
         await consumer.stop(grace_s=5)
         await store.redis.aclose()
+
+
+async def test_every_shard_is_read_when_its_loops_outnumber_the_slots(
+        settings: DurableSettings) -> None:
+    """Four shards, two slots: a loop whose wait ended empty queues behind the loops
+    already waiting for a slot, so the last shards are read too (a loop that took its
+    slot straight back would leave shards 2 and 3 unread for good)."""
+    settings = settings.model_copy(update={
+        "shards": 4, "worker_concurrency": 2, "worker_adaptive_concurrency": False,
+        "bench_noop": True, "read_block_ms": 50})
+    store = open_store(settings)
+    consumer = StepConsumer(settings, store)
+    try:
+        await consumer.start()
+        await wait_for(lambda: asyncio.sleep(0, consumer.slots_in_use == 2), timeout_s=10,
+                       what="two loops waiting")
+        loaded = chain_spec(2)
+        sids = [(await start_session(store, loaded, idempotency_key=key))[0]
+                for shard in (2, 3) for key in keys_on_shard(shard, 4, 2)]
+
+        async def done() -> bool:
+            statuses = [(await store.get_session(s)).status for s in sids]
+            return all(status == SessionStatus.COMPLETED for status in statuses)
+
+        await wait_for(done, timeout_s=30, what="shards 2 and 3's sessions to complete")
+        await checked(store, 2, "read loops", 0)
+    finally:
+        await consumer.stop(grace_s=5)
+        await store.redis.aclose()

@@ -111,3 +111,38 @@ async def test_a_cancelled_waiter_leaves_no_trace() -> None:
     slots.give_back()
     assert slots.used == 0
     assert await slots.take_free() == 1
+
+
+async def test_slots_go_to_the_waiters_in_turn() -> None:
+    """A taker arriving while others wait queues behind them, even with a slot free at
+    that moment: a read loop whose wait ended empty does not take its slot straight back."""
+    slots = Slots(2)
+    assert await slots.take_free() == 2
+    first = asyncio.ensure_future(slots.take_one())
+    second = asyncio.ensure_future(slots.take_free())
+    await asyncio.sleep(0)
+    slots.give_back()  # handed to `first` at once: counted as used
+    assert slots.used == 2 and slots.free() == 0
+    late = asyncio.ensure_future(slots.take_one())
+    slots.give_back()  # `second` waited longer than `late`
+    await asyncio.sleep(0)
+    assert first.done() and second.done() and not late.done()
+    assert await second == 1
+    assert slots.take_now() == 0  # `late` still waits: nothing taken past it
+    slots.give_back()
+    await late
+    assert slots.used == 2
+
+
+async def test_a_waiter_cancelled_as_it_was_handed_a_slot_passes_it_on() -> None:
+    slots = Slots(1)
+    await slots.take_one()
+    cancelled = asyncio.ensure_future(slots.take_one())
+    next_in_line = asyncio.ensure_future(slots.take_one())
+    await asyncio.sleep(0)
+    slots.give_back()  # handed to `cancelled`, which has not run yet
+    cancelled.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    await asyncio.wait_for(next_in_line, timeout=10)  # a slot lost would never come
+    assert slots.used == 1
