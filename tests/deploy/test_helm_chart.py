@@ -61,7 +61,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                          "api": {"existingSecret": "prod-api"}},
     "sentinel": SENTINEL,
     "sharded-monitored": {"settings": {"shards": 3, "keyPrefix": "prod", "shutdownGraceS": 45,
-                                       "claimIdleMs": 30000},
+                                       "claimIdleMs": 30000, "workerAdaptiveConcurrency": False},
                           "serviceMonitor": {"enabled": True,
                                              "labels": {"release": "kube-prometheus"}}},
     "api-and-scheduler-off": {"api": {"enabled": False}, "scheduler": {"enabled": False}},
@@ -136,6 +136,7 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
     ({"redis": {"sentinel": {"hosts": ["a:1,b:2"]}}}, "/redis/sentinel/hosts/0"),
     ({"settings": {"shards": 0}}, "/settings/shards"),
     ({"settings": {"keyPrefix": "has space"}}, "/settings/keyPrefix"),
+    ({"settings": {"workerAdaptiveConcurrency": "yes"}}, "/settings/workerAdaptiveConcurrency"),
     ({"settings": {"extra": {"OPENAI_API_KEY": "x"}}}, "OPENAI_API_KEY"),
     ({"worker": {"autoscaling": {"keda": {"metric": "pendingEntriesCount"}}}},
      "/worker/autoscaling/keda/metric"),
@@ -223,6 +224,7 @@ def test_settings_configmap_is_what_durable_settings_reads(
     wanted = VARIANTS[variant].get("settings", {})
     assert settings.shards == wanted.get("shards", 1)
     assert settings.key_prefix == wanted.get("keyPrefix", "durable")
+    assert settings.worker_adaptive_concurrency is wanted.get("workerAdaptiveConcurrency", True)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
