@@ -52,6 +52,7 @@ class WorkerInfo:
     last_seen_age_s: float | None
     alive: bool
     concurrency: int | None
+    slots: int | None  # steps it took at once at its last heartbeat (worker/slots.py)
     running: tuple[str, ...]  # "session_id/step" of the steps it runs now
     pending_by_shard: tuple[int, ...]  # entries delivered to it and not yet acked
     pending: int
@@ -116,6 +117,7 @@ def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[
             alive=seen_recently(age, alive_within_s),
             concurrency=int(beat["concurrency"]) if isinstance(beat.get("concurrency"), int)
             else None,
+            slots=int(beat["slots"]) if isinstance(beat.get("slots"), int) else None,
             running=tuple(str(r) for r in beat.get("running", [])),
             pending_by_shard=per_shard, pending=sum(per_shard),
             idle_ms=min(idles) if idles else None,

@@ -343,6 +343,7 @@ class StepConsumer:
                 "consumer": self.name, "host": socket.gethostname(), "pid": os.getpid(),
                 "started_at": self.started_at, "last_seen": now_iso(), "last_seen_ms": now_ms(),
                 "concurrency": self.settings.worker_concurrency,
+                "slots": self._slots.limit,  # below concurrency while adaptive pacing holds back
                 "running": [f"{j.session_id}/{j.key}" for j in self.runner.running.values()],
             }
             try:

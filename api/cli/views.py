@@ -194,11 +194,15 @@ def workers(
     if as_json:
         print_json([w.to_dict() for w in infos])
         return
-    table = new_table("consumer", "host", "pid", "alive", "last seen", "running", "pending")
+    table = new_table("consumer", "host", "pid", "alive", "last seen", "slots", "running",
+                      "pending")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
+        # Steps taken at once at its last heartbeat, of its concurrency (adaptive pacing).
+        slots = (f"{w.slots} of {w.concurrency}" if w.slots is not None
+                 and w.concurrency is not None else "")
         table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
-                      "[green]yes[/green]" if w.alive else "[red]no[/red]", seen,
+                      "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, slots,
                       escape("\n".join(w.running)) or "-", str(w.pending))
     print_table(table)
 

@@ -6,6 +6,7 @@ port) on a private redis-server with a real worker. Every wait is on a condition
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -175,6 +176,10 @@ async def test_requeue_a_dead_letter_from_the_fleet_page(
         await expect(letters).to_have_count(1)
         await expect(letters.first).to_contain_text(sid)
         await expect(page.locator("#workers")).to_contain_text("alive")
+        # Slots taken at once at its last heartbeat, of its concurrency.
+        concurrency = console.settings.worker_concurrency
+        slots = page.locator("#workers td[title^='steps taken at once']").first
+        await expect(slots).to_have_text(re.compile(rf"^\d+ of {concurrency}$"))
         await shoot("fleet")
         await letters.first.get_by_role("button", name="Requeue").click()
         await expect(page.locator("#requeue-report")).to_contain_text(f"Requeued {sid}")

@@ -114,6 +114,7 @@ def test_dead_letter_drill_requeue_after_the_fix(fleet_factory, tmp_path: Path) 
 
     workers = {w["pid"]: w for w in fleet.cli_json("workers")}
     assert workers[fixed.pid]["alive"] and workers[fixed.pid]["pending"] == 0
+    assert 1 <= workers[fixed.pid]["slots"] <= workers[fixed.pid]["concurrency"]
     table = fleet.cli("workers", "--alive").stdout
     assert str(fixed.pid) in table
 

@@ -28,6 +28,7 @@ from strands_durable.store.fleet import (
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
+from strands_durable.worker.slots import FLOOR
 
 pytestmark = pytest.mark.integration
 
@@ -96,6 +97,11 @@ async def test_workers_heartbeats_running_steps_and_pending(redis_server, prefix
         assert runner.pending == 1 and runner.pending_by_shard == (1,)
         idle = infos["w2" if runner.consumer == "w1" else "w1"]
         assert idle.pending == 0 and idle.running == ()
+        # Slots taken at once: adaptive pacing starts a worker at FLOOR; one whose only
+        # slot in use is its read loop's wait has no reason to grow. The runner's step
+        # waits at a breakpoint (its loop idle), so it may have grown, up to concurrency.
+        assert idle.slots == FLOOR
+        assert runner.slots is not None and FLOOR <= runner.slots <= settings.worker_concurrency
         crashed = infos["crashed-worker"]
         assert (crashed.alive, crashed.last_seen, crashed.pending) == (False, "", 1)
         assert crashed.idle_ms is not None
@@ -116,8 +122,8 @@ def test_liveness_and_order_from_heartbeats() -> None:
     now = 1_000_000
     beats = {
         "fresh": json.dumps({"host": "h", "pid": 1, "last_seen": "t", "last_seen_ms": now - 2_000,
-                             "concurrency": 8, "running": ["s/step:0"]}),
-        "stale": json.dumps({"host": "h", "pid": 2, "last_seen": "t",
+                             "concurrency": 8, "slots": 3, "running": ["s/step:0"]}),
+        "stale": json.dumps({"host": "h", "pid": 2, "last_seen": "t", "slots": "3",
                              "last_seen_ms": now - 60_000}),
         "garbled": "{not json",
     }
@@ -127,6 +133,8 @@ def test_liveness_and_order_from_heartbeats() -> None:
         ("fresh", True, (1, 0)), ("stale", False, (0, 0)), ("garbled", False, (0, 0)),
         ("ghost", False, (2, 1))]
     assert infos[0].running == ("s/step:0",) and infos[0].last_seen_age_s == 2.0
+    assert (infos[0].concurrency, infos[0].slots) == (8, 3)
+    assert (infos[1].concurrency, infos[1].slots) == (None, None)  # not a number: unknown
     assert infos[-1].idle_ms == 40_000 and infos[-1].pending == 3
 
 
