@@ -61,6 +61,15 @@ class WorkerInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def slots_text(self) -> str:
+        """"3 of 8": steps taken at once at its last heartbeat, of its concurrency (a
+        heartbeat from before slots were reported: the concurrency alone)."""
+        if self.concurrency is None:
+            return ""
+        if self.slots is None:
+            return str(self.concurrency)
+        return f"{self.slots} of {self.concurrency}"
+
 
 @dataclass(frozen=True)
 class ShardStats:

@@ -198,11 +198,8 @@ def workers(
                       "pending")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
-        # Steps taken at once at its last heartbeat, of its concurrency (adaptive pacing).
-        slots = (f"{w.slots} of {w.concurrency}" if w.slots is not None
-                 and w.concurrency is not None else "")
         table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
-                      "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, slots,
+                      "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, w.slots_text(),
                       escape("\n".join(w.running)) or "-", str(w.pending))
     print_table(table)
 

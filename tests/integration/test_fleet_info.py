@@ -133,8 +133,11 @@ def test_liveness_and_order_from_heartbeats() -> None:
         ("fresh", True, (1, 0)), ("stale", False, (0, 0)), ("garbled", False, (0, 0)),
         ("ghost", False, (2, 1))]
     assert infos[0].running == ("s/step:0",) and infos[0].last_seen_age_s == 2.0
-    assert (infos[0].concurrency, infos[0].slots) == (8, 3)
+    assert (infos[0].concurrency, infos[0].slots, infos[0].slots_text()) == (8, 3, "3 of 8")
     assert (infos[1].concurrency, infos[1].slots) == (None, None)  # not a number: unknown
+    assert infos[1].slots_text() == ""
+    older = worker_infos({"old": json.dumps({"last_seen_ms": now, "concurrency": 8})}, [], now)
+    assert older[0].slots_text() == "8"  # a heartbeat from before slots were reported
     assert infos[-1].idle_ms == 40_000 and infos[-1].pending == 3
 
 
