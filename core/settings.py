@@ -129,7 +129,59 @@ def current_telemetry_policy() -> TelemetryPolicy:
     return TelemetryPolicy()
 
 
-class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
+# The providers whose endpoint a spec's `runtime.host` may name, each with its setting.
+HOST_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "litellm", "ollama", "llamacpp")
+
+
+def host_setting(provider: str) -> str:
+    """The variable that lists where `provider`'s requests may go besides its default."""
+    return f"DURABLE_{provider.upper()}_HOSTS"
+
+
+class ProviderPolicy(BaseSettings):
+    """Where the fleet's model requests may go besides each provider's own endpoint, set
+    by the operator (never by a spec). A provider that sends a key (openai, anthropic,
+    gemini, bedrock, litellm) sends it to a spec's `runtime.host` only if it is listed
+    here; a keyless server's host (ollama, llamacpp) may be any public address, and a
+    private or loopback one only if listed. Comma-separated base URLs; a listed URL
+    allows its scheme, host and port, and the paths under its path. Read where specs are
+    checked (API, CLI) and where steps run (workers): set it alike."""
+
+    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
+
+    openai_hosts: str = ""
+    anthropic_hosts: str = ""
+    gemini_hosts: str = ""
+    bedrock_hosts: str = ""
+    litellm_hosts: str = ""
+    ollama_hosts: str = ""
+    llamacpp_hosts: str = ""
+
+    @field_validator(*(f"{name}_hosts" for name in HOST_PROVIDERS))
+    @classmethod
+    def _base_urls(cls, value: str) -> str:
+        for entry in _names(value):
+            scheme, sep, rest = entry.partition("://")
+            if scheme.lower() not in ("http", "https") or not sep or not rest.strip("/"):
+                raise ValueError(f"{entry[:200]!r} is not a base URL: expected "
+                                 "http(s)://host[:port][/path], comma-separated")
+            if "@" in rest.split("/", 1)[0]:
+                raise ValueError(f"{entry[:200].split('@')[-1]!r}: a listed host carries "
+                                 "no user or password")
+        return value
+
+    def hosts(self, provider: str) -> tuple[str, ...]:
+        value = getattr(self, f"{provider}_hosts", "")
+        return _names(value) if isinstance(value, str) else ()
+
+
+@lru_cache(maxsize=1)
+def current_provider_policy() -> ProviderPolicy:
+    """This process's provider policy, read from the environment once."""
+    return ProviderPolicy()
+
+
+class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # repr=False: a settings object in a log or traceback never shows the password.
@@ -180,11 +232,27 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
     # A worker silent this long is gone: the scheduler forgets its heartbeat and retires
     # its consumer from the groups once others re-claimed what it held.
     worker_retire_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    # Fast failover (worker/failover.py, store/liveness.py): every step consumer beats on
+    # each shard it reads from a thread of its own every failover_beat_ms; one silent for
+    # failover_missed_beats beats is declared dead by whoever notices first (a live worker
+    # or the scheduler) and its pending entries run again at once. claim_idle_ms stays
+    # the backstop (a hung event loop whose beat thread lives, a worker never seen).
+    failover: bool = True
+    failover_beat_ms: int = Field(default=500, ge=20, le=60_000)
+    failover_missed_beats: int = Field(default=6, ge=2, le=1000)
+    # Drills only: `S:P` keeps the worker's event loop busy (CPU, GIL held as by Python
+    # code) for S seconds every P seconds (worker/faults.py), as a heavy render would.
+    loop_stall: str = Field(default="", pattern=r"^([0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?)?$")
     # HTTP API (`durable api`): where it listens; a token makes every route but
     # /healthz require `Authorization: Bearer <token>`.
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_token: str | None = Field(default=None, repr=False)
+    # Submits load and plan their spec (first templates rendered) in this many processes,
+    # off the API's event loop and GIL; this many more may wait, and past that a submit
+    # is answered 503 with Retry-After (api/render_stage.py).
+    api_render_workers: int = Field(default=2, ge=1, le=64)
+    api_render_queue: int = Field(default=8, ge=0, le=1024)
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit|after_tool):[1-9][0-9]*)?$")
@@ -235,7 +303,8 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy):
         return value or None
 
 
-SECRET_SETTINGS = {"api_token"}  # never echoed
+# Never echoed (a listed host's message masks what it shows itself).
+SECRET_SETTINGS = {"api_token", *(f"{name}_hosts" for name in HOST_PROVIDERS)}
 REDACTED_SETTINGS = {"redis_url"}  # echoed without the password
 
 

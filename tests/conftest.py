@@ -16,7 +16,12 @@ os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 from fleet import Fleet
 from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
 
-from strands_durable.settings import DurableSettings, current_tool_policy
+from strands_durable.settings import (
+    DurableSettings,
+    current_provider_policy,
+    current_tool_policy,
+    host_setting,
+)
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -92,3 +97,19 @@ def tool_log(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     current_tool_policy.cache_clear()
     yield log
     current_tool_policy.cache_clear()
+
+
+@pytest.fixture
+def allow_provider_host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], None]]:
+    """`allow(provider, url)`: the operator lists `url` in DURABLE_<PROVIDER>_HOSTS, in this
+    process and for the workers and CLIs it starts (they inherit the environment)."""
+
+    def allow(provider: str, url: str) -> None:
+        name = host_setting(provider)
+        listed = [part for part in os.environ.get(name, "").split(",") if part]
+        monkeypatch.setenv(name, ",".join([*listed, url]))
+        current_provider_policy.cache_clear()
+
+    current_provider_policy.cache_clear()
+    yield allow
+    current_provider_policy.cache_clear()

@@ -83,6 +83,23 @@ JsonOpt = Annotated[bool, typer.Option(
     '{"error": {"code", "message"}}.')]
 
 
+def _checked_grants(values: list[str] | None) -> list[str] | None:
+    from strands_durable.scheduler.spec.provider_hosts import parse_base_url, shown
+
+    for value in values or []:
+        problem = parse_base_url(value)
+        if isinstance(problem, str):
+            raise fail(f"--allow-host {shown(value)!r}: {problem}", EXIT_USAGE)
+    return values
+
+
+AllowHostOpt = Annotated[list[str] | None, typer.Option(
+    "--allow-host", metavar="URL", callback=_checked_grants,
+    help="Let this process's model requests go to URL (its scheme, host, port and the paths "
+    "under it) although the spec's runtime.host names it and no DURABLE_<PROVIDER>_HOSTS "
+    "lists it: the provider's key goes there. Repeatable.")]
+
+
 def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:
     """A typer callback: an id not of its documented form is a usage error (exit 2)
     naming it, before anything is read or written."""

@@ -10,6 +10,7 @@ import typer
 
 from strands_durable.api.cli.common import (
     EXIT_USAGE,
+    AllowHostOpt,
     JsonOpt,
     SessionIdArg,
     VarOpt,
@@ -69,6 +70,7 @@ def resume(
         "--from-checkpoint", metavar="N",
         help="Fork a NEW session from checkpoint N (see `durable checkpoints`) with "
              "--var/--set applied; prints its id. The original is kept.")] = None,
+    allow_host: AllowHostOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Continue a paused or failed session: failed steps run again, nothing committed
@@ -84,13 +86,17 @@ def resume(
         return
 
     variables, budgets = resume_inputs(var, set_)
+    if allow_host and not no_fleet():
+        raise fail("--allow-host grants a host to steps run in this process; with "
+                   "DURABLE_REDIS_URL set the fleet runs them (its operator lists hosts in "
+                   "DURABLE_<PROVIDER>_HOSTS)", EXIT_USAGE)
     if no_fleet():
         # Nobody else would run it: continue it here, as `durable run --resume` does.
         from strands_durable.api.cli.run import ResumeArgs, resume_here
 
         raise typer.Exit(resume_here(session_id, ResumeArgs(
             variables=variables, hitl_response=hitl_response, budget_sets=budgets,
-            spec=spec), out_dir=None))
+            spec=spec, allow_host=allow_host), out_dir=None))
 
     async def body(store: Store) -> str:
         new_spec = load_spec_file(spec) if spec else None

@@ -14,6 +14,7 @@ import typer
 from strands_durable.api.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    AllowHostOpt,
     JsonOpt,
     ProviderOpt,
     ScriptOpt,
@@ -31,11 +32,12 @@ from strands_durable.api.cli.common import (
     run_async,
     with_store,
 )
-from strands_durable.api.cli.output import MODE
+from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
+from strands_durable.scheduler.spec.provider_hosts import grant_hosts
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import check_session_id, check_token
 from strands_durable.store.store import SessionRecord, Store
@@ -70,6 +72,7 @@ def run(
     keep_completed: Annotated[bool, typer.Option(
         "--keep-completed", help="Keep completed local sessions older than "
         "DURABLE_RETENTION_DAYS (the others still go).")] = False,
+    allow_host: AllowHostOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response.
@@ -84,7 +87,8 @@ def run(
         if given:
             raise fail(f"--resume continues a stored session; it takes no {', '.join(given)}",
                        EXIT_USAGE)
-        raise typer.Exit(resume_here(resume_id, ResumeArgs(var=var), out_dir, keep_completed))
+        raise typer.Exit(resume_here(resume_id, ResumeArgs(var=var, allow_host=allow_host),
+                                     out_dir, keep_completed))
     if spec is None:
         raise fail("give a workflow SPEC to run, or --resume ID", EXIT_USAGE)
     spec_path = spec
@@ -94,6 +98,7 @@ def run(
         from strands_durable.worker.providers.credentials import check_credentials
 
         honour_spec_telemetry()  # before loading: the spec's endpoint is checked there
+        grant_hosts(tuple(allow_host or ()))  # likewise its runtime.host, and on each step
         loaded = load(spec_path, var, provider, script, script_replace)
         check_credentials(loaded.spec, str(spec_path))  # this process runs the steps
         if out_dir is not None:
@@ -123,6 +128,7 @@ class ResumeArgs:
     hitl_response: str | None = None
     budget_sets: dict[str, int] = field(default_factory=dict)
     spec: Path | None = None
+    allow_host: list[str] | None = None  # --allow-host: model hosts granted here
 
 
 def on_first_interrupt() -> None:
@@ -159,6 +165,7 @@ def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
 
     async def body(interrupts: Interrupts, current: list[str]) -> int:
         honour_spec_telemetry()  # as the run it continues did (a --spec is checked here)
+        grant_hosts(tuple(args.allow_host or ()))
         settings = embedded_settings()
         if not persistent_store(settings):
             raise fail("--resume: DURABLE_EPHEMERAL keeps nothing to resume; unset it",
@@ -195,19 +202,37 @@ def print_resuming(record: SessionRecord) -> None:
 
 
 def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) -> None:
-    """A literal artifact path that would land outside `out_dir` is a bad spec."""
-    from strands_durable.scheduler.planning.artifacts import ArtifactPathError, safe_target
+    """An artifact path that would land outside `out_dir` is a bad spec (or a bad --var),
+    refused before any step runs: every path that reads only variables is rendered and
+    checked here. One that reads the run's results is checked when it ends (write_out)."""
+    from strands_durable.scheduler.planning.artifacts import (
+        ArtifactPathError,
+        paths_before_run,
+        safe_target,
+    )
 
     if out_dir.exists() and not out_dir.is_dir():  # else the run would end unwritten
         raise ArtifactPathError(f"--out {out_dir}: not a folder")
-    if not loaded.spec.outputs:
-        return
-    for i, artifact in enumerate(loaded.spec.outputs.artifacts):
-        if "{" not in artifact.path:
-            try:
-                safe_target(out_dir, artifact.path)
-            except ArtifactPathError as exc:
-                raise SpecError(str(spec), f"outputs.artifacts[{i}].path", str(exc)) from None
+    for i, name in paths_before_run(loaded.spec, loaded.variables).items():
+        try:
+            safe_target(out_dir, name)
+        except ArtifactPathError as exc:
+            raise SpecError(str(spec), f"outputs.artifacts[{i}].path", str(exc)) from None
+
+
+def write_out(outcome: RunOutcome, out_dir: Path | None) -> tuple[list[Path], str | None]:
+    """The completed session's artifacts written under `out_dir`, or none and why. Only a
+    path that reads the run's results can be refused here; the session stays completed
+    (its steps ran and committed), and the run exits 2 saying so."""
+    from strands_durable.scheduler.planning.artifacts import ArtifactPathError, write_artifacts
+
+    if out_dir is None:
+        return [], None
+    try:
+        return write_artifacts(outcome.artifacts, out_dir), None
+    except ArtifactPathError as exc:
+        return [], (f"session {outcome.session_id} completed, but no artifact was written "
+                    f"to {out_dir}: {exc}")
 
 
 def print_step(result: StepResult) -> None:
@@ -278,8 +303,6 @@ async def run_or_resume(loaded: LoadedSpec, var: list[str] | None, flags: RunFla
 
 def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
     """The run's last lines, its artifacts written, and its exit code."""
-    from strands_durable.scheduler.planning.artifacts import write_artifacts
-
     record = outcome.record
     usage = record.token_usage
     if MODE.json:
@@ -301,30 +324,34 @@ def report(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
         if hint:
             err.print(hint, highlight=False, soft_wrap=True)
         return exit_code(record.status)
-    if out_dir is not None:
-        for path in write_artifacts(outcome.artifacts, out_dir):
-            out.print(f"wrote {path}", highlight=False)
+    written, refused = write_out(outcome, out_dir)
+    if refused:
+        print_error(refused, "invalid_artifact_path")
+        return EXIT_USAGE
+    for path in written:
+        out.print(f"wrote {path}", highlight=False)
     out.rule("final response")
     out.print(outcome.final_response, markup=False, highlight=False)
     return EXIT_OK
 
 
 def report_json(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> int:
-    """`durable run --json`: one document at the end, the exit code as without it."""
-    from strands_durable.scheduler.planning.artifacts import write_artifacts
-
+    """`durable run --json`: one document at the end, the exit code as without it
+    (`artifact_error` says why none was written, exit 2)."""
     record = outcome.record
     completed = record.status == SessionStatus.COMPLETED and not outcome.interrupted
-    written = write_artifacts(outcome.artifacts, out_dir) if completed and out_dir else []
+    written, refused = write_out(outcome, out_dir) if completed else ([], None)
     print_json({"session_id": record.session_id, "status": record.status.value,
                 "interrupted": outcome.interrupted, "elapsed_s": round(elapsed_s, 3),
                 "steps_committed": record.steps_committed,
                 "token_usage": record.token_usage, "error": record.error,
                 "paused_reason": record.paused_reason,
-                "artifacts": [str(p) for p in written],
+                "artifacts": [str(p) for p in written], "artifact_error": refused,
                 "final_response": outcome.final_response if completed else None})
     if outcome.interrupted:
         return EXIT_INTERRUPTED
+    if refused:
+        return EXIT_USAGE
     return exit_code(record.status)
 
 

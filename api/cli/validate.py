@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from strands_durable.api.cli.common import (
+    AllowHostOpt,
     JsonOpt,
     ProviderOpt,
     ScriptOpt,
@@ -23,6 +24,7 @@ from strands_durable.api.cli.common import (
     run_async,
 )
 from strands_durable.scheduler.spec.loader import LoadedSpec
+from strands_durable.scheduler.spec.provider_hosts import grant_hosts
 
 # The config field that lists a pattern's parts; the other patterns decide theirs as
 # they run (evaluator rounds, orchestrator plans).
@@ -47,12 +49,14 @@ def validate(
     provider: ProviderOpt = None,
     script: ScriptOpt = None,
     script_replace: ScriptReplaceOpt = False,
+    allow_host: AllowHostOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Check a spec (schema, references, templates, skills, $ref agents) as `run` and
     `submit` load it; run nothing, store nothing. Exit 0 valid, 2 not."""
 
     async def body() -> LoadedSpec:
+        grant_hosts(tuple(allow_host or ()))  # as `durable run --allow-host` would
         return load(spec, var, provider, script, script_replace)
 
     doc = shape(run_async(body()))

@@ -31,6 +31,7 @@ from strands_durable.scheduler.spec.cross_checks import check_references, check_
 from strands_durable.scheduler.spec.env_secrets import apply_env_secrets
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.scheduler.spec.problems import format_path, join_path, json_type
+from strands_durable.scheduler.spec.provider_hosts import check_provider_hosts
 from strands_durable.scheduler.spec.reading import (
     check_data_shape,
     check_spec_size,
@@ -198,6 +199,7 @@ def _load(
     check_references(spec, source)
     check_tools(spec, source)
     check_telemetry(spec, source)
+    check_provider_hosts(spec, source)
     check_security(spec, source)
     variables = resolve_variables(spec, overrides or {}, source)
     check_data_shape(variables, source, "variables", limits)

@@ -65,6 +65,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
                           "serviceMonitor": {"enabled": True,
                                              "labels": {"release": "kube-prometheus"}}},
     "api-and-scheduler-off": {"api": {"enabled": False}, "scheduler": {"enabled": False}},
+    "provider-hosts": {"settings": {"providerHosts": {
+        "openai": ["https://gateway.internal:8443/openai", "http://10.0.0.9:8000"],
+        "ollama": ["http://ollama:11434"]}}},
 }
 
 
@@ -137,6 +140,9 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
     ({"settings": {"shards": 0}}, "/settings/shards"),
     ({"settings": {"keyPrefix": "has space"}}, "/settings/keyPrefix"),
     ({"settings": {"workerAdaptiveConcurrency": "yes"}}, "/settings/workerAdaptiveConcurrency"),
+    ({"settings": {"providerHosts": {"openai": ["api.example.com"]}}},
+     "/settings/providerHosts/openai/0"),
+    ({"settings": {"providerHosts": {"mistral": ["https://x"]}}}, "/settings/providerHosts"),
     ({"settings": {"extra": {"OPENAI_API_KEY": "x"}}}, "OPENAI_API_KEY"),
     ({"worker": {"autoscaling": {"keda": {"metric": "pendingEntriesCount"}}}},
      "/worker/autoscaling/keda/metric"),
@@ -225,6 +231,9 @@ def test_settings_configmap_is_what_durable_settings_reads(
     assert settings.shards == wanted.get("shards", 1)
     assert settings.key_prefix == wanted.get("keyPrefix", "durable")
     assert settings.worker_adaptive_concurrency is wanted.get("workerAdaptiveConcurrency", True)
+    for provider in ("openai", "anthropic", "ollama"):
+        listed = tuple(wanted.get("providerHosts", {}).get(provider, ()))
+        assert settings.hosts(provider) == listed
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

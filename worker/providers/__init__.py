@@ -10,12 +10,15 @@ extra to install. `is_transient` decides which provider errors are worth retryin
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import cast
 
 from strands.models.model import Model
 
 from strands_durable.errors import ProviderError
 from strands_durable.providers import PROVIDERS
+from strands_durable.scheduler.spec.provider_hosts import granted_hosts, judge_host, region_problem
+from strands_durable.settings import ProviderPolicy, current_provider_policy
 from strands_durable.worker.providers.config import Builder, ModelConfig
 from strands_durable.worker.providers.transient import is_transient
 
@@ -29,12 +32,22 @@ BUILDERS: dict[str, Builder] = {
 SUPPORTED_PROVIDERS: tuple[str, ...] = PROVIDERS
 
 
-def build_model(cfg: ModelConfig) -> Model:
-    """A fresh Strands model for `cfg`; raises `ProviderError` on any config problem."""
+def build_model(cfg: ModelConfig, policy: ProviderPolicy | None = None) -> Model:
+    """A fresh Strands model for `cfg`; raises `ProviderError` on any config problem,
+    and on a host or region the provider host policy does not allow (the same decision
+    as at submit: a spec that reached Redis some other way is held to it here)."""
     build = BUILDERS.get(cfg.provider)
     if build is None:
         raise ProviderError(
             f"agent {cfg.agent_id!r}: unknown provider {cfg.provider!r}; "
             f"supported: {', '.join(SUPPORTED_PROVIDERS)}"
         )
-    return build(cfg)
+    policy = policy or current_provider_policy()
+    if cfg.provider == "bedrock" and cfg.region:
+        problem = region_problem(cfg.region)
+        if problem is not None:
+            raise ProviderError(f"agent {cfg.agent_id!r}: runtime.region: {problem}")
+    verdict = judge_host(cfg.provider, cfg.host, policy.hosts(cfg.provider), granted_hosts())
+    if not verdict.allowed:
+        raise ProviderError(f"agent {cfg.agent_id!r}: runtime.host: {verdict.problem}")
+    return build(replace(cfg, guarded=verdict.guarded))

@@ -24,6 +24,9 @@ class ModelConfig:
     top_p: float | None = None
     max_tokens: int | None = None
     script: ScriptConfig | None = None
+    # A keyless server's host reached only through the network guard (set by
+    # build_model from the provider host policy, never by a spec).
+    guarded: bool = False
 
 
 # A provider module's `build`: a fresh Strands model, or ProviderError on a config problem.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import httpx
 from strands.models.model import Model
 
 from strands_durable.worker.providers.config import ModelConfig, sampling
-from strands_durable.worker.providers.sdk import load_class
+from strands_durable.worker.providers.sdk import guarded_transport, load_class
 
 
 def build(cfg: ModelConfig) -> Model:
@@ -17,4 +18,11 @@ def build(cfg: ModelConfig) -> Model:
         kwargs["base_url"] = cfg.host
     if cfg.model_id:  # llama.cpp serves one model; Strands defaults the id to "default"
         kwargs["model_id"] = cfg.model_id
-    return cast(Model, cls(**kwargs))
+    model = cls(**kwargs)
+    if cfg.guarded:
+        # LlamaCppModel takes no client arguments: replace its (unused) client with one
+        # that connects through the network guard, same base URL and timeout.
+        model.client = httpx.AsyncClient(base_url=model.client.base_url,
+                                         timeout=model.client.timeout,
+                                         transport=guarded_transport(cfg), trust_env=False)
+    return cast(Model, model)

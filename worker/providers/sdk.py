@@ -6,10 +6,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from strands_durable.errors import ProviderError
-from strands_durable.worker.providers.config import ModelConfig
+import httpx
 
-__all__ = ["load_class", "require_model_id"]
+from strands_durable.errors import ProviderError
+from strands_durable.settings import host_setting
+from strands_durable.worker.providers.config import ModelConfig
+from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
+
+__all__ = ["guarded_transport", "load_class", "require_model_id"]
 
 
 def require_model_id(cfg: ModelConfig) -> None:
@@ -31,3 +35,10 @@ def load_class(cfg: ModelConfig, module_name: str, class_name: str, extra: str |
             f"({exc.name or exc} cannot be imported); install it with: {install}"
         ) from exc
     return getattr(module, class_name)
+
+
+def guarded_transport(cfg: ModelConfig) -> httpx.AsyncHTTPTransport:
+    """For a keyless server a spec names: public addresses only, checked and pinned
+    where each connection opens (redirects too); the provider's DURABLE_<P>_HOSTS lists
+    the private ones it may reach, and a listed host never gets here."""
+    return guarded_async_transport(Reach((), host_setting(cfg.provider)))

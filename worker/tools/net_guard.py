@@ -12,6 +12,7 @@ every redirect hop and re-used connection is covered too.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import ipaddress
 import socket
@@ -24,6 +25,7 @@ from typing import Any
 import httpcore
 import httpx
 
+from strands_durable.addresses import IPAddress, IPNetwork, literal_address, refused_address
 from strands_durable.settings import ToolPolicy
 
 __all__ = [
@@ -31,8 +33,10 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "FetchFailed",
     "HttpReply",
+    "Reach",
     "ToolRefused",
     "check_url",
+    "guarded_async_transport",
     "guarded_client",
     "guarded_request",
     "refused_address",
@@ -42,10 +46,6 @@ __all__ = [
 MAX_RESPONSE_BYTES = 1024 * 1024
 MAX_REDIRECTS = 5
 ALLOW_SETTING = "DURABLE_TOOL_HTTP_ALLOW"
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 class ToolRefused(ValueError):
@@ -65,30 +65,27 @@ class HttpReply:
     truncated: bool
 
 
-def _embedded_v4(addr: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    """IPv4 addresses an IPv6 address carries (mapped, 6to4, Teredo, NAT64): each is
-    reachable through it, so each must pass the check too."""
-    found = [v4 for v4 in (addr.ipv4_mapped, addr.sixtofour) if v4 is not None]
-    if addr.teredo is not None:
-        found += list(addr.teredo)
-    if addr in _NAT64:
-        found.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
-    return found
+@dataclass(frozen=True)
+class Reach:
+    """The private hosts (name, IP or CIDR) one guard lets through, and the setting that
+    lists them (named in refusals): the tools' DURABLE_TOOL_HTTP_ALLOW, or a keyless
+    model provider's DURABLE_<PROVIDER>_HOSTS."""
+
+    allow: tuple[str, ...]
+    setting: str
 
 
-def refused_address(addr: IPAddress) -> bool:
-    """True for every address that is not plainly public."""
-    candidates: list[IPAddress] = [addr]
-    if isinstance(addr, ipaddress.IPv6Address):
-        candidates += _embedded_v4(addr)
-    return any(not a.is_global or a.is_multicast or a.is_reserved or a.is_private
-               or a.is_loopback or a.is_link_local or a.is_unspecified for a in candidates)
+Policy = ToolPolicy | Reach
 
 
-def _allow_entries(policy: ToolPolicy) -> tuple[set[str], list[IPNetwork]]:
+def _reach(policy: Policy) -> Reach:
+    return policy if isinstance(policy, Reach) else Reach(policy.http_allow, ALLOW_SETTING)
+
+
+def _allow_entries(reach: Reach) -> tuple[set[str], list[IPNetwork]]:
     names: set[str] = set()
     networks: list[IPNetwork] = []
-    for entry in policy.http_allow:
+    for entry in reach.allow:
         try:
             networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
         except ValueError:
@@ -96,14 +93,7 @@ def _allow_entries(policy: ToolPolicy) -> tuple[set[str], list[IPNetwork]]:
     return names, networks
 
 
-def _literal(name: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(name)
-    except ValueError:
-        return None
-
-
-def resolve_allowed(host: str, port: int, policy: ToolPolicy) -> list[IPAddress]:
+def resolve_allowed(host: str, port: int, policy: Policy) -> list[IPAddress]:
     """Every address `host` resolves to, all of them allowed, or ToolRefused."""
     name = host.strip("[]").rstrip(".").lower()
     try:
@@ -117,16 +107,17 @@ def resolve_allowed(host: str, port: int, policy: ToolPolicy) -> list[IPAddress]
             addresses.append(addr)
     if not addresses:
         raise ToolRefused(f"host {host!r} resolves to no address")
-    names, networks = _allow_entries(policy)
+    reach = _reach(policy)
+    names, networks = _allow_entries(reach)
     if name in names:
         return addresses
     for addr in addresses:
         if refused_address(addr) and not any(addr in net for net in networks
                                              if net.version == addr.version):
-            shown = "" if _literal(name) == addr else f"{host} resolves to "
+            shown = "" if literal_address(name) == addr else f"{host} resolves to "
             raise ToolRefused(
                 f"refused: {shown}{addr}, a private, loopback, link-local or reserved "
-                f"address; the operator may allow it in {ALLOW_SETTING} (host, IP or CIDR)")
+                f"address; the operator may allow it in {reach.setting} (host, IP or CIDR)")
     return addresses
 
 
@@ -144,7 +135,7 @@ def _url_parts(url: str) -> tuple[str, int]:
     return host, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
-def check_url(url: str, policy: ToolPolicy) -> None:
+def check_url(url: str, policy: Policy) -> None:
     """Refuse (ToolRefused) a URL that is not http(s) or whose host resolves to an
     address the policy does not allow."""
     host, port = _url_parts(url)
@@ -154,7 +145,7 @@ def check_url(url: str, policy: ToolPolicy) -> None:
 class _GuardedBackend(httpcore.NetworkBackend):
     """Connects only to checked addresses: resolution, check and connect in one place."""
 
-    def __init__(self, policy: ToolPolicy) -> None:
+    def __init__(self, policy: Policy) -> None:
         self._policy = policy
         self._inner = httpcore.SyncBackend()
 
@@ -182,7 +173,7 @@ class _GuardedBackend(httpcore.NetworkBackend):
 
 
 class _GuardedTransport(httpx.HTTPTransport):
-    def __init__(self, policy: ToolPolicy) -> None:
+    def __init__(self, policy: Policy) -> None:
         # trust_env=False: no proxy from HTTP(S)_PROXY (it would bypass the address
         # check) and no credentials from ~/.netrc.
         super().__init__(trust_env=False)
@@ -192,10 +183,58 @@ class _GuardedTransport(httpx.HTTPTransport):
                                              network_backend=_GuardedBackend(policy))
 
 
-def guarded_client(policy: ToolPolicy, **options: Any) -> httpx.Client:
+def guarded_client(policy: Policy, **options: Any) -> httpx.Client:
     """An httpx client whose every connection is checked against the policy where it is
     opened (ToolRefused), with no proxy or netrc from the environment."""
     return httpx.Client(transport=_GuardedTransport(policy), trust_env=False, **options)
+
+
+class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """The async twin of _GuardedBackend, for clients a provider SDK drives on the event
+    loop (a keyless model server a spec names): resolution (in a thread: getaddrinfo
+    blocks), check and connect in one place, the socket to the checked address."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                          local_address: str | None = None,
+                          socket_options: Iterable[Any] | None = None
+                          ) -> httpcore.AsyncNetworkStream:
+        addresses = await asyncio.to_thread(resolve_allowed, host, port, self._policy)
+        failure: Exception | None = None
+        for addr in addresses:
+            try:
+                return await self._inner.connect_tcp(str(addr), port, timeout=timeout,
+                                                     local_address=local_address,
+                                                     socket_options=socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None  # resolve_allowed never returns an empty list
+        raise failure
+
+    async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                  socket_options: Iterable[Any] | None = None
+                                  ) -> httpcore.AsyncNetworkStream:
+        raise ToolRefused("refused: unix sockets are not reachable from a spec")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _GuardedAsyncTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(trust_env=False)  # no proxy that would bypass the check
+        self._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(),
+                                                  network_backend=_GuardedAsyncBackend(policy))
+
+
+def guarded_async_transport(policy: Policy) -> httpx.AsyncHTTPTransport:
+    """An httpx async transport whose every connection (redirect hops and re-used
+    connections included) goes only to addresses the policy allows, checked where the
+    socket is opened; ToolRefused otherwise."""
+    return _GuardedAsyncTransport(policy)
 
 
 def _decoder(encoding: str) -> Callable[[bytes, int], bytes]:
