@@ -10,8 +10,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from strands_durable.errors import InvalidInput, TemplateError
+from strands_durable.scheduler.patterns import pattern_for
+from strands_durable.scheduler.spec.cross_checks import ARTIFACT_NAMES
 from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.templates import render
+from strands_durable.scheduler.spec.templates import KNOWN_GLOBALS, render, undeclared_names
 from strands_durable.settings import Limits, current_limits
 
 
@@ -58,6 +60,33 @@ def render_artifacts(spec: Spec, context: Mapping[str, Any], limits: Limits | No
                                 f"{limits.max_artifact_bytes:,} (DURABLE_MAX_ARTIFACT_BYTES)")
         rendered[path] = body
     return rendered
+
+
+# What render_artifacts adds that a run does not change: the spec's name, and the time
+# (a different instant at the end, but never a different path shape).
+_BEFORE_RUN_NAMES = frozenset({"name", "timestamp"})
+
+
+def paths_before_run(spec: Spec, variables: Mapping[str, Any], limits: Limits | None = None
+                     ) -> dict[int, str]:
+    """{index: rendered path} of the artifacts whose path reads the spec's variables
+    alone (and `name`, `timestamp`): it renders now as it will when the session completes,
+    so it can be checked before anything runs. A path that reads anything a run adds (a
+    step's result, the session's id, TRACE...) is left out: it renders only then."""
+    outputs = spec.outputs
+    if outputs is None:
+        return {}
+    run_names = (pattern_for(spec.pattern.type).template_names | ARTIFACT_NAMES) \
+        - _BEFORE_RUN_NAMES
+    readable = set(variables) | _BEFORE_RUN_NAMES
+    context = {"name": spec.name, "timestamp": datetime.now(UTC).isoformat(), **variables}
+    paths: dict[int, str] = {}
+    for i, artifact in enumerate(outputs.artifacts):
+        where = f"outputs.artifacts[{i}].path"
+        names = undeclared_names(artifact.path, where) - KNOWN_GLOBALS
+        if names <= readable and not names & run_names:
+            paths[i] = artifact_name(render(artifact.path, context, where, limits).strip())
+    return paths
 
 
 def _render_body(template: str, context: dict[str, Any], where: str, limits: Limits,
