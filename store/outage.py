@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -145,9 +146,12 @@ class RedisOutage:
         if self.down_since is None:
             self.down_since = now
             self.outages += 1
+            # No limit: a process that never gives up on Redis (the scheduler's loops).
+            waiting = (f"waiting up to {self.limit_s:g}s for it, reconnecting with backoff"
+                       if math.isfinite(self.limit_s) else "retrying until it is back")
             self.announce(logging.WARNING,
                           f"Redis at {self.where} is unavailable ({_describe(error)}); "
-                          f"waiting up to {self.limit_s:g}s for it, reconnecting with backoff")
+                          f"{waiting}")
         if self.stopping:
             self.give_up(f"stopping while Redis at {self.where} is unavailable "
                          f"({_describe(error)}); running steps stay pending for another "

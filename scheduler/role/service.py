@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import signal
 import time
 
@@ -41,7 +42,8 @@ from strands_durable.scheduler.role.watchdog import DurationGuard, StuckWatch
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.fleet import process_name
-from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
+from strands_durable.store.outage import REDIS_DOWN_IN_LOOP, RedisOutage
+from strands_durable.store.redis_url import redact
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.scheduler")
@@ -67,6 +69,10 @@ class SchedulerService:
         self.stuck_check_s = max(settings.scheduler_check_s, settings.stuck_after_s / 10)
         self.checks = 0  # session checks run while leading (tests wait on it)
         self.expiry_rounds = 0  # retention rounds run while leading (tests wait on it)
+        # One line when Redis becomes unavailable and one when it is back, as a worker
+        # logs them, however many rounds fail meanwhile; the scheduler never gives up.
+        self.outage = RedisOutage(math.inf, redact(settings.redis_url),
+                                  announce=self._announce)
 
     # -- leadership ---------------------------------------------------------------
     @property
@@ -85,12 +91,16 @@ class SchedulerService:
                 elif await self.lock.acquire():
                     self._lease_until = asked + ttl_s
                     log.info("scheduler %s leads (fence %d)", self.name, self.lock.fence)
+                # A lock round is a write every replica makes: once it succeeds, Redis is
+                # back (a read alone may answer while a primary still refuses writes).
+                self.outage.recovered()
             except LockLost:
                 self.lock.token = ""
                 self._lease_until = 0.0
+                self.outage.recovered()
                 log.warning("scheduler %s lost the leader lock; standing by", self.name)
             except REDIS_DOWN_IN_LOOP as exc:
-                log.warning("scheduler %s: Redis unavailable (%s)", self.name, exc)
+                self.outage.failed(exc)
             metrics.SCHEDULER_LEADER.set(1 if self.leading else 0)
             await self._pause(ttl_s / 3)
 
@@ -158,7 +168,7 @@ class SchedulerService:
                     await self.expire_sessions(now_ms())
                     self.expiry_rounds += 1
                 except REDIS_DOWN_IN_LOOP as exc:
-                    log.warning("scheduler: retention: Redis unavailable (%s)", exc)
+                    self.outage.failed(exc)
                 except Exception:
                     log.exception("scheduler: retention round failed")
             await self._pause(self.settings.scheduler_check_s)
@@ -187,7 +197,7 @@ class SchedulerService:
                     try:
                         await self.tick()
                     except REDIS_DOWN_IN_LOOP as exc:
-                        log.warning("scheduler: Redis unavailable (%s)", exc)
+                        self.outage.failed(exc)
                     except Exception:
                         log.exception("scheduler: round failed")
                 else:
@@ -206,6 +216,9 @@ class SchedulerService:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def _announce(self, level: int, message: str) -> None:
+        log.log(level, "scheduler %s: %s", self.name, message)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

@@ -4,7 +4,9 @@ max_duration_s pauses, stuck sessions flagged, timers promoted with no worker ru
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +17,15 @@ from pathlib import Path
 
 import pytest
 from fleet import durable_bin
-from helpers import REPO, StepBreakpoints, free_port, poll_until, wait_for, wait_for_sync
+from helpers import (
+    REPO,
+    StepBreakpoints,
+    free_port,
+    poll_until,
+    start_redis,
+    wait_for,
+    wait_for_sync,
+)
 
 from strands_durable import metrics
 from strands_durable.models import Event, SessionStatus, StepJob, now_iso, now_ms
@@ -127,6 +137,41 @@ async def test_a_replica_that_loses_the_lock_stops_acting(fast: DurableSettings,
 
 async def _not_leading(service: SchedulerService) -> bool:
     return not service.leading
+
+
+async def test_a_redis_outage_is_one_line_down_and_one_line_back(
+        fast: DurableSettings, caplog: pytest.LogCaptureFixture) -> None:
+    """Every round fails while Redis is down (a timer round every 50 ms, a lock round
+    every 200 ms here): the scheduler says so once, and once more when it is back, with
+    how long it was down, as a worker does."""
+    caplog.set_level(logging.INFO, logger="durable.scheduler")
+    server = start_redis()
+    settings = fast.model_copy(update={"redis_url": server.url})
+
+    def redis_lines() -> list[logging.LogRecord]:
+        return [r for r in caplog.records
+                if r.name == "durable.scheduler" and "Redis" in r.getMessage()]
+
+    async def said(text: str) -> bool:
+        return any(text in r.getMessage() for r in redis_lines())
+
+    try:
+        async with running(settings) as service:
+            await wait_for(lambda: _leads(service), what="leadership")
+            server.stop()
+            await wait_for(lambda: said("is unavailable"), what="the outage's line")
+            # Its lease lapses only after many failed rounds of every loop.
+            await wait_for(lambda: _not_leading(service), what="the lease to lapse")
+            server = start_redis(port=server.port)
+            await wait_for(lambda: said("is back"), what="the line saying Redis is back")
+            await wait_for(lambda: _leads(service), what="leadership again")
+    finally:
+        server.stop()
+    down, back = redis_lines()
+    assert down.levelno == logging.WARNING and back.levelno == logging.INFO
+    assert f"scheduler {service.name}: Redis at redis://127.0.0.1:{server.port}/0 is " \
+        "unavailable" in down.getMessage()
+    assert re.search(r"is back after \d+\.\ds$", back.getMessage()), back.getMessage()
 
 
 # -- timers ------------------------------------------------------------------------------
