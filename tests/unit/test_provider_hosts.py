@@ -175,7 +175,7 @@ def test_providers_without_a_network_ignore_the_host() -> None:
 
 @pytest.mark.parametrize("region", ["us-east-1.attacker.example", "x/y", "a b", "-x", "A" * 70])
 def test_a_bedrock_region_is_one_aws_region_name(region: str) -> None:
-    with pytest.raises(SpecError, match="runtime.region"):
+    with pytest.raises(SpecError, match=r"runtime\.region"):
         _check("bedrock", None, region=region)
     _check("openai", None, region=region)  # the region is Bedrock's alone
 
@@ -193,7 +193,7 @@ def test_build_model_refuses_what_submit_refuses(provider: str,
         build_model(cfg, ProviderPolicy())
     bad_region = ModelConfig(provider="bedrock", agent_id="a", model_id="m",
                              region="us-east-1.attacker.example")
-    with pytest.raises(ProviderError, match="runtime.region"):
+    with pytest.raises(ProviderError, match=r"runtime\.region"):
         build_model(bad_region, ProviderPolicy())
 
 
