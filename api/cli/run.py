@@ -213,7 +213,11 @@ def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) 
 
     if out_dir.exists() and not out_dir.is_dir():  # else the run would end unwritten
         raise ArtifactPathError(f"--out {out_dir}: not a folder")
-    for i, name in paths_before_run(loaded.spec, loaded.variables).items():
+    artifacts = loaded.spec.outputs.artifacts if loaded.spec.outputs else []
+    # A literal path as written too: rendering drops control characters, which a path
+    # that names one was surely not meant to lose.
+    literal = {i: a.path for i, a in enumerate(artifacts) if "{" not in a.path}
+    for i, name in [*literal.items(), *paths_before_run(loaded.spec, loaded.variables).items()]:
         try:
             safe_target(out_dir, name)
         except ArtifactPathError as exc:
