@@ -16,6 +16,7 @@ from strands_durable.api import errors, routes_control, routes_ops, routes_sessi
 from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
 from strands_durable.api.limits import BodyLimit
+from strands_durable.api.render_stage import RenderStage
 from strands_durable.api.schemas import error_responses, operation_id
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
@@ -32,8 +33,11 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     settings = settings or DurableSettings()
     store = open_store(settings)  # connects lazily, on the serving loop
 
+    render_stage = RenderStage(settings.api_render_workers, settings.api_render_queue)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        render_stage.start()  # its processes warm up while Redis is reached
         try:
             await store.prepare()
             app.state.prepared = True
@@ -48,6 +52,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
                   generate_unique_id_function=operation_id)
     app.state.settings = settings
     app.state.store = store
+    app.state.render_stage = render_stage
     app.state.prepared = False
     errors.install(app)
     app.add_middleware(BodyLimit)

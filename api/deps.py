@@ -1,4 +1,5 @@
-"""What routes get from the app: its store (one Redis client per app) and settings."""
+"""What routes get from the app: its store (one Redis client per app), settings and
+render stage."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 
+from strands_durable.api.render_stage import RenderStage
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 
@@ -20,8 +22,14 @@ def get_settings(request: Request) -> DurableSettings:
     return settings
 
 
+def get_render_stage(request: Request) -> RenderStage:
+    stage: RenderStage = request.app.state.render_stage
+    return stage
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[DurableSettings, Depends(get_settings)]
+RenderStageDep = Annotated[RenderStage, Depends(get_render_stage)]
 
 
 async def ensure_prepared(app: FastAPI) -> None:

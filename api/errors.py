@@ -17,6 +17,7 @@ from strands_durable.errors import (
     DurableError,
     InvalidInput,
     NotFound,
+    Overloaded,
     Unavailable,
     kind_of,
 )
@@ -41,7 +42,7 @@ ERROR_CODES: tuple[str, ...] = (
     "nothing_to_requeue", "fork_refused", "session_busy", "session_running", "lock_lost",
     "lease_lost",
     # unavailable (503)
-    "unavailable", "misconfigured", "local_store_unavailable",
+    "unavailable", "misconfigured", "local_store_unavailable", "overloaded",
     # a step's own failures (recorded on the session; listed for completeness)
     "step_failed", "provider_error",
 )
@@ -84,7 +85,9 @@ def domain_error(exc: DurableError) -> ApiError:
     if kind is None:
         log.error("an error of no kind reached the API: %r", exc)
         return ApiError(500, "internal_error", "internal error; see the server log")
-    return ApiError(KIND_STATUS[kind], exc.code, exc.public_message(), exc.details())
+    # Retry-After tells a client (and a proxy) when the same request may succeed.
+    headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, Overloaded) else None
+    return ApiError(KIND_STATUS[kind], exc.code, exc.public_message(), exc.details(), headers)
 
 
 def validation_message(errors: list[dict[str, Any]]) -> str:
@@ -106,7 +109,7 @@ def install(app: FastAPI) -> None:
     async def on_domain_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, DurableError)
         api = domain_error(exc)
-        return error_response(api.status, api.code, api.message, api.details)
+        return error_response(api.status, api.code, api.message, api.details, api.headers)
 
     async def on_validation(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

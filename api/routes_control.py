@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Response
 
-from strands_durable.api.deps import StoreDep
+from strands_durable.api.deps import RenderStageDep, StoreDep
 from strands_durable.api.routes_sessions import location
 from strands_durable.api.schemas import (
     ActionResponse,
@@ -17,7 +17,7 @@ from strands_durable.api.schemas import (
     SignalRequest,
     error_responses,
 )
-from strands_durable.api.submission import load_submitted, off_loop
+from strands_durable.api.submission import Submitted, load_only
 from strands_durable.scheduler.operations import control
 from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
 
@@ -42,7 +42,7 @@ async def cancel(session_id: SessionIdPath, store: StoreDep) -> ActionResponse:
              responses={**CONFLICT, 201: {"model": ForkResponse,
                                           "description": "Forked from a checkpoint"}})
 async def resume(session_id: SessionIdPath, store: StoreDep, response: Response,
-                 body: Annotated[ResumeRequest | None, Body()] = None,
+                 stage: RenderStageDep, body: Annotated[ResumeRequest | None, Body()] = None,
                  ) -> ActionResponse | ForkResponse:
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs. Optionally with variables, raised budgets or a new spec; or, with
@@ -59,7 +59,7 @@ async def resume(session_id: SessionIdPath, store: StoreDep, response: Response,
         return ForkResponse(session_id=new_sid, forked_from=session_id, checkpoint=n,
                             status=record.status.value)
     spec = req.spec
-    new_spec = await off_loop(lambda: load_submitted(spec)) if spec is not None else None
+    new_spec = await stage.run(load_only, Submitted(spec)) if spec is not None else None
     outcome = await control.resume(store, session_id, variables=req.variables,
                                    budget_sets=budgets, new_spec=new_spec)
     return ActionResponse(session_id=session_id, status=outcome.status, notes=outcome.notes)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from strands_durable.api import sse
-from strands_durable.api.deps import StoreDep, ensure_prepared
+from strands_durable.api.deps import RenderStageDep, StoreDep, ensure_prepared
 from strands_durable.api.errors import ApiError
 from strands_durable.api.listing import (
     BadCursor,
@@ -32,11 +32,10 @@ from strands_durable.api.schemas import (
     SubmitResponse,
     error_responses,
 )
-from strands_durable.api.submission import load_submitted, off_loop
+from strands_durable.api.submission import Submitted, plan_submitted
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.operations.deletion import delete_session
 from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.start import new_session
 from strands_durable.scheduler.operations.status import SessionDetail, session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -56,19 +55,21 @@ def location(session_id: str) -> str:
                               "description": "The Idempotency-Key named an earlier session"},
                         201: {"description": "Created; Location names the session"},
                         **error_responses(
-                            409, 413, e409="The Idempotency-Key was used with a different "
-                            "request")})
+                            409, 413, 503, e409="The Idempotency-Key was used with a "
+                            "different request", e503="Redis is unreachable, or the API "
+                            "is loading as many specs as it may (Retry-After)")})
 async def submit(body: SubmitRequest, request: Request, response: Response, store: StoreDep,
-                 idempotency_key: IdempotencyKeyHeader = None) -> SubmitResponse:
+                 stage: RenderStageDep, idempotency_key: IdempotencyKeyHeader = None
+                 ) -> SubmitResponse:
     """Submit a workflow. The session and its first steps are stored (one transaction)
     before the answer is sent; an invalid spec stores nothing. An Idempotency-Key stands
     for one request: repeated with the same spec and variables it answers the first
     session (200), with different ones 409."""
-    # Loading and planning (first templates rendered) happen off the event loop, and
-    # before anything touches Redis: a refused spec writes no key at all.
-    planned = await off_loop(lambda: new_session(
-        load_submitted(body.spec, body.variables, body.provider, body.script),
-        idempotency_key))
+    # Loading and planning (first templates rendered) happen in the render stage, off
+    # the event loop, and before anything touches Redis: a refused spec (or a full
+    # stage) writes no key at all.
+    planned = await stage.run(plan_submitted, Submitted(
+        body.spec, body.variables, body.provider, body.script, idempotency_key))
     await ensure_prepared(request.app)
     sid, created = await store.create_session(planned)
     record = await store.get_session(sid)

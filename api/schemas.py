@@ -320,7 +320,10 @@ ERROR_EXAMPLES: dict[int, list[tuple[str, str, dict[str, Any]]]] = {
            {"errors": [{"loc": ["body", "spec"], "msg": "Field required", "type": "missing"}]}),
           ("invalid_spec", "spec: pattern.type: 'chian' is not one of chain, workflow, ...",
            {})],
-    503: [("redis_unavailable", "cannot reach Redis (Connection refused)", {})],
+    503: [("redis_unavailable", "cannot reach Redis (Connection refused)", {}),
+          ("overloaded", "the API is loading as many specs as it may (2 at once, "
+           "DURABLE_API_RENDER_WORKERS; 8 waiting, DURABLE_API_RENDER_QUEUE); nothing was "
+           "stored: try again in 2 s", {"retry_after_s": 2})],
 }
 
 

@@ -1,20 +1,21 @@
 """A spec arriving over HTTP (YAML text or a JSON object) loaded like `durable submit`
 loads a file: size checked first, then the loader's validation, nothing stored yet.
 
-Loading and planning a spec is CPU work bounded by the limits (sessions/settings.py),
-not by the event loop: `prepare_submission` runs it in a worker thread, a few at a
-time, so /healthz and every other request keep being answered meanwhile."""
+Loading and planning a spec is CPU work bounded by the limits (core/settings.py):
+routes hand it to the render stage (render_stage.py), which runs `plan_submitted` or
+`load_only` in a process of its own, a few at a time, so /healthz and every other
+request keep being answered meanwhile."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from strands_durable.api.errors import ApiError
 from strands_durable.api.limits import too_large
+from strands_durable.scheduler.operations.start import new_session
 from strands_durable.scheduler.spec.loader import (
     LoadedSpec,
     check_data_shape,
@@ -23,13 +24,21 @@ from strands_durable.scheduler.spec.loader import (
 )
 from strands_durable.scheduler.spec.script import ScriptConfig
 from strands_durable.settings import Limits, current_limits
+from strands_durable.store.records import NewSession
 
 SOURCE = "spec"  # what SpecError messages name as the file: "spec: <path>: <problem>"
-# Specs loaded and planned at once; more wait their turn (each is over within about
-# DURABLE_RENDER_TIMEOUT_S per template, so the wait is bounded too).
-LOADING_THREADS = 4
-_pool = ThreadPoolExecutor(LOADING_THREADS, thread_name_prefix="durable-spec")
-T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a request gives the render stage to load (and plan); it is pickled to the
+    stage's process, so plain data only."""
+
+    spec: str | dict[str, Any]
+    variables: dict[str, Any] | None = None
+    provider: str | None = None
+    script: ScriptConfig | None = None
+    idempotency_key: str | None = None
 
 
 def spec_size(spec: str | Mapping[str, Any]) -> int:
@@ -62,6 +71,14 @@ def load_submitted(spec: str | Mapping[str, Any], variables: Mapping[str, Any] |
                           limits=limits)
 
 
-async def off_loop(work: Callable[[], T]) -> T:
-    """Run CPU-bound spec work in a thread, at most LOADING_THREADS at once."""
-    return await asyncio.get_running_loop().run_in_executor(_pool, work)
+def plan_submitted(work: Submitted) -> NewSession:
+    """The new session of a submit: loaded, and its first steps planned (their templates
+    rendered, each within DURABLE_RENDER_TIMEOUT_S). Runs in the render stage."""
+    loaded = load_submitted(work.spec, work.variables, work.provider, work.script)
+    return new_session(loaded, work.idempotency_key)
+
+
+def load_only(work: Submitted) -> LoadedSpec:
+    """A spec loaded and checked, nothing planned (a resume's new spec). Runs in the
+    render stage."""
+    return load_submitted(work.spec, work.variables, work.provider, work.script)

@@ -184,6 +184,20 @@ class LockLost(Conflict):
         super().__init__(f"lock {name!r} was lost (expired or taken over)")
 
 
+class Overloaded(Unavailable):
+    """This process has no room for the request now (a bounded stage is full); the same
+    request may succeed a little later: `retry_after_s` says when to try again."""
+
+    code = "overloaded"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+    def details(self) -> dict[str, object]:
+        return {"retry_after_s": self.retry_after_s}
+
+
 class ProviderError(Unavailable):
     """A model provider is misconfigured or its package is missing."""
 
