@@ -147,6 +147,7 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
     ({"worker": {"autoscaling": {"keda": {"metric": "pendingEntriesCount"}}}},
      "/worker/autoscaling/keda/metric"),
     ({"serviceMonitor": {"enabled": "yes"}}, "/serviceMonitor/enabled"),
+    ({"api": {"renderWorkers": 0}}, "/api/renderWorkers"),
 ])
 def test_values_schema_refuses_bad_values_by_name(values: dict[str, Any], where: str) -> None:
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError) as info:
@@ -332,6 +333,16 @@ def test_external_redis_url_carries_tls_db_and_an_encoded_password(
     (token,) = [env_of(c)["DURABLE_API_TOKEN"] for role, c in containers(docs) if role == "api"]
     ref = token["secretKeyRef"]
     assert secret_data(docs, ref["name"])[ref["key"]] == "t0ken"
+
+
+def test_the_api_gets_its_render_stage_settings(rendered: dict[str, list[dict[str, Any]]],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (env,) = [env_of(c) for role, c in containers(rendered["default"]) if role == "api"]
+    assert (env["DURABLE_API_RENDER_WORKERS"], env["DURABLE_API_RENDER_QUEUE"]) == ("2", "8")
+    monkeypatch.setenv("DURABLE_API_RENDER_WORKERS", env["DURABLE_API_RENDER_WORKERS"])
+    monkeypatch.setenv("DURABLE_API_RENDER_QUEUE", env["DURABLE_API_RENDER_QUEUE"])
+    settings = DurableSettings()
+    assert (settings.api_render_workers, settings.api_render_queue) == (2, 8)
 
 
 def test_existing_secrets_are_referenced_not_created(rendered: dict[str, list[dict[str, Any]]]
