@@ -69,6 +69,9 @@ class EventType(StrEnum):
     SESSION_FAILED = "session_failed"
     SESSION_CANCELLED = "session_cancelled"
     SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/role/watchdog.py)
+    # A worker holding the step stopped beating; the step runs again elsewhere
+    # (store/lua/declare_dead.lua).
+    WORKER_DECLARED_DEAD = "worker_declared_dead"
     TOOL_CALL_STARTED = "tool_call_started"
     TOOL_CALL_COMPLETED = "tool_call_completed"
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from strands_durable.models import now_ms
 from strands_durable.store.base import DEFAULT_HEARTBEAT_S
+from strands_durable.store.liveness import HOLDER, DeathInfo, Declaration, death_info
 from strands_durable.store.store import Store
 
 # A worker beats every DURABLE_HEARTBEAT_S; this many missed beats and it is taken for
@@ -57,6 +58,8 @@ class WorkerInfo:
     pending_by_shard: tuple[int, ...]  # entries delivered to it and not yet acked
     pending: int
     idle_ms: int | None  # since its last stream interaction (XINFO CONSUMERS), if known
+    # Declared dead by fast failover (store/liveness.py), with how fast its steps re-ran.
+    declared_dead: DeathInfo | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,10 +107,18 @@ class QueueStats:
 
 # -- pure ---------------------------------------------------------------------------
 def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[int, int]]],
-                 now: int, alive_within_s: float = ALIVE_WITHIN_S) -> list[WorkerInfo]:
-    """Join heartbeats (consumer -> JSON) with per-shard {consumer: (pending, idle ms)}:
-    live workers first, then by most recently seen."""
-    names = set(beats) | {name for shard in pending for name in shard}
+                 now: int, alive_within_s: float = ALIVE_WITHIN_S,
+                 declarations: Sequence[Declaration] = ()) -> list[WorkerInfo]:
+    """Join heartbeats (consumer -> JSON) with per-shard {consumer: (pending, idle ms)} and
+    the declarations of death: live workers first, then by most recently seen. A worker
+    declared dead is not alive (unless it beat again since); the holder of dead workers'
+    entries is listed only while it holds some."""
+    deaths: dict[str, list[Declaration]] = {}
+    for d in declarations:
+        deaths.setdefault(d.consumer, []).append(d)
+    names = set(beats) | {name for shard in pending for name in shard} | set(deaths)
+    if not any(shard.get(HOLDER, (0, 0))[0] for shard in pending):
+        names.discard(HOLDER)
     infos = []
     for name in names:
         try:
@@ -118,18 +129,19 @@ def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[
         age = (now - int(seen_ms)) / 1000 if isinstance(seen_ms, int | float) else None
         per_shard = tuple(shard.get(name, (0, 0))[0] for shard in pending)
         idles = [shard[name][1] for shard in pending if name in shard]
+        death = death_info(deaths.get(name, ()))
         infos.append(WorkerInfo(
             consumer=name, host=str(beat.get("host", "")),
             pid=int(beat["pid"]) if isinstance(beat.get("pid"), int) else None,
             started_at=str(beat.get("started_at", "")), last_seen=str(beat.get("last_seen", "")),
             last_seen_age_s=round(age, 3) if age is not None else None,
-            alive=seen_recently(age, alive_within_s),
+            alive=seen_recently(age, alive_within_s) and (death is None or death.revived),
             concurrency=int(beat["concurrency"]) if isinstance(beat.get("concurrency"), int)
             else None,
             slots=int(beat["slots"]) if isinstance(beat.get("slots"), int) else None,
             running=tuple(str(r) for r in beat.get("running", [])),
             pending_by_shard=per_shard, pending=sum(per_shard),
-            idle_ms=min(idles) if idles else None,
+            idle_ms=min(idles) if idles else None, declared_dead=death,
         ))
     infos.sort(key=lambda w: (not w.alive, w.last_seen_age_s is None,
                               w.last_seen_age_s or 0.0, w.consumer))
@@ -157,9 +169,10 @@ async def list_workers(store: Store, *, alive_within_s: float | None = None
     `alive_within_s`, by default the store's heartbeat period's rule."""
     beats = await store.heartbeats()
     pending = [await store.group_consumers(shard) for shard in range(store.keys.shards)]
+    declared = [d for shard in range(store.keys.shards) for d in await store.declarations(shard)]
     within = (alive_within_s if alive_within_s is not None
               else liveness_window_s(store.heartbeat_s))
-    return worker_infos(beats, pending, now_ms(), within)
+    return worker_infos(beats, pending, now_ms(), within, declared)
 
 
 async def queue_stats(store: Store) -> QueueStats:

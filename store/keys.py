@@ -136,6 +136,20 @@ class Keys:
         committed, a conversation as empty)."""
         return f"{self.tag(shard)}:unwritten"
 
+    def beats(self, shard: int) -> str:
+        """Liveness beats of the consumers reading the shard: consumer -> beat number
+        (store/liveness.py), written by each one's beat thread, in the shard's slot so
+        that one script declares a silent one dead and takes its entries."""
+        return f"{self.tag(shard)}:beats"
+
+    def deaths(self, shard: int) -> str:
+        """Consumers declared dead on the shard: consumer -> the declaration (JSON)."""
+        return f"{self.tag(shard)}:deaths"
+
+    def orphans(self, shard: int) -> str:
+        """Entries taken from a consumer declared dead and not yet re-run: id -> it."""
+        return f"{self.tag(shard)}:orphans"
+
     def streams(self) -> list[str]:
         return [self.stream(k) for k in range(self.shards)]
 

@@ -17,7 +17,8 @@ NAMES = (
     "create", "gate", "commit", "fail_step", "dead_letter", "renew",
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
     "release", "requeue", "fork", "retire_consumer", "claim_session", "flag_stuck",
-    "park_entry", "journal", "take", "ack", "lane_page",
+    "park_entry", "journal", "take", "ack", "lane_page", "beat", "declare_dead",
+    "claim_orphans",
 )
 
 

@@ -175,6 +175,63 @@ class FlagStuckArgs:
     events_max: int
 
 
+# -- beat.lua, declare_dead.lua, claim_orphans.lua (fast failover) --------------------
+@dataclass(frozen=True)
+class BeatKeys:
+    beats: str
+    deaths: str
+    stream: str
+
+
+@dataclass(frozen=True)
+class BeatArgs:
+    consumer: str  # '' to look only (the scheduler)
+    seq: int  # the beat's number: it changes with every beat
+    group: str
+    holder: str  # the consumer a dead one's entries wait under (store/liveness.py)
+
+
+@dataclass(frozen=True)
+class DeclareDeadKeys:
+    beats: str
+    deaths: str
+    orphans: str
+    stream: str
+    unwritten: str  # the session events spelled inside are in this slot
+
+
+@dataclass(frozen=True)
+class DeclareDeadArgs:
+    consumer: str
+    seq: str  # its beat as the caller saw it last: any other and it is alive
+    group: str
+    holder: str
+    idle_ms: int  # given to its entries, so that any re-claim takes them
+    declared_by: str
+    silent_ms: int  # how long the caller saw no beat from it
+    now_iso: str
+    events_max: int
+    session_prefix: str
+    events_suffix: str
+    keep_ms: int  # declarations older than this are dropped
+    detail: str  # the worker_declared_dead events' detail
+
+
+@dataclass(frozen=True)
+class ClaimOrphansKeys:
+    stream: str
+    orphans: str
+    deaths: str
+
+
+@dataclass(frozen=True)
+class ClaimOrphansArgs:
+    group: str
+    consumer: str
+    holder: str
+    count: int
+
+
 class OperatorScripts(ScriptLibrary):
     async def control(self, *, keys: ControlKeys, args: ControlArgs) -> list[Any]:
         """['ok', status] | ['invalid', status] | ['nothing', error] | ['gone']."""
@@ -214,3 +271,17 @@ class OperatorScripts(ScriptLibrary):
         touched since it was found)."""
         reply = await self._call("flag_stuck", keys, args)
         return reply.decode() if isinstance(reply, bytes) else str(reply)
+
+    async def beat(self, *, keys: BeatKeys, args: BeatArgs) -> list[Any]:
+        """[flat beats, own declaration JSON or '', 1 if orphans wait]."""
+        return list(await self._call("beat", keys, args))
+
+    async def declare_dead(self, *, keys: DeclareDeadKeys, args: DeclareDeadArgs
+                           ) -> list[Any]:
+        """['alive'] | ['declared', n, ids...]."""
+        return list(await self._call("declare_dead", keys, args))
+
+    async def claim_orphans(self, *, keys: ClaimOrphansKeys, args: ClaimOrphansArgs
+                            ) -> list[Any]:
+        """[1 if more wait, [[id, flat fields, deliveries, dead, ms since], ...]]."""
+        return list(await self._call("claim_orphans", keys, args))

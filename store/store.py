@@ -5,7 +5,8 @@ only code that talks to Redis (store/*). Writes that must be atomic are Lua scri
 `Store` is the one door; its parts live beside it by concern: step_path.py (create,
 gate, commit, fail), streams.py (what workers read of the streams), session_reads.py,
 operator_writes.py (pause/resume/cancel, requeue, fork, delete), index_reads.py
-(scans of the indexes) and fleet_reads.py (heartbeats, consumer groups, gauges).
+(scans of the indexes), fleet_reads.py (heartbeats, consumer groups, gauges) and
+failover.py (liveness beats, declarations of death, re-running a dead worker's entries).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from redis.exceptions import ResponseError
 
 from strands_durable.errors import ConfigError
 from strands_durable.store.codec import JSON_SEPARATORS, dumps
+from strands_durable.store.failover import FailoverOps
 from strands_durable.store.fleet_reads import FleetReads
 from strands_durable.store.index_reads import IndexReads
 from strands_durable.store.keys import CONSUMER_GROUP
@@ -54,7 +56,8 @@ class ShardCountChanged(ConfigError):
     """DURABLE_SHARDS is not the count this keyspace was set up with (its config key)."""
 
 
-class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads):
+class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
+            FailoverOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with; create groups."""
         recorded = await self.redis.hget(self.keys.config(), "shards")

@@ -22,6 +22,8 @@ from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.records import StreamEntry, TakenEntry
 from strands_durable.store.store import Store
 from strands_durable.worker.execute import StepExecutor
+from strands_durable.worker.failover import Failover
+from strands_durable.worker.faults import stall_loop
 from strands_durable.worker.loop_load import BusyGauge, LoopIdleClock, watch_idle
 from strands_durable.worker.slots import FLOOR, PACE_S, SlotHold, Slots, next_limit
 from strands_durable.worker.step_runner import StepRunner
@@ -53,6 +55,8 @@ class StepConsumer:
         self.runner.take_next = self._take_next
         self.started_at = now_iso()
         self.steps_run = 0  # deliveries processed (pacing's busy time per step)
+        # Beats from a thread, dead workers' entries taken at once (worker/failover.py).
+        self.failover = Failover.for_consumer(self)
 
     # -- lifecycle -----------------------------------------------------------------
     def read_shards(self) -> Sequence[int]:
@@ -74,6 +78,10 @@ class StepConsumer:
         ]
         if pacing and idle is not None:
             self._loops.append(asyncio.create_task(self._pace_loop(idle), name="pacing"))
+        if self.failover is not None:
+            self.failover.start()
+        if self.settings.loop_stall:  # drills only
+            self._loops.append(asyncio.create_task(stall_loop(self.settings.loop_stall)))
         log.info("worker %s consuming %d shard(s), concurrency %d", self.name,
                  len(shards), self.settings.worker_concurrency)
 
@@ -103,6 +111,8 @@ class StepConsumer:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         await self.runner.executor.close()  # MCP server processes end with the worker
+        if self.failover is not None:  # beats stop last: nobody declares us dead now
+            await self.failover.stop()
         with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
             await self.store.forget_heartbeats([self.name])
             # Leave the group too, unless steps handed back are still pending under us.
@@ -199,13 +209,13 @@ class StepConsumer:
         they idle out again, and their delivery counts climb with nobody running them.)"""
         reclaim_every = max(0.05, self.settings.claim_idle_ms / 2000)
         loop = asyncio.get_running_loop()
-        next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
+        self._reclaim_at[shard] = loop.time() + reclaim_every  # sooner: a worker died
         while not self._stopping.is_set():
             hold = self._slots.hold(await self._slots.take_free())
             used = 0
             try:
-                if loop.time() >= next_reclaim:
-                    next_reclaim = self._reclaim_at[shard] = loop.time() + reclaim_every
+                if loop.time() >= self._reclaim_at[shard]:
+                    self._reclaim_at[shard] = loop.time() + reclaim_every
                     used += await self._reclaim(shard, hold.count)
                 if used < hold.count:
                     used += await self._read_new(shard, hold, used)
@@ -271,7 +281,7 @@ class StepConsumer:
     async def _reclaim(self, shard: int, slots: int) -> int:
         """Take over up to `slots` entries idle past claim_idle_ms; returns how many
         were started (dead-lettered ones take no slot)."""
-        spawned = 0
+        spawned = 0 if self.failover is None else await self.failover.take_orphans(shard, slots)
         cursor = "0-0"
         while spawned < slots:
             claimed = await self.store.claim_idle(shard, self.name, self.settings.claim_idle_ms,
@@ -284,19 +294,23 @@ class StepConsumer:
                 break
         return spawned
 
-    async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str]) -> bool:
+    async def _take_over(self, shard: int, entry_id: str, fields: dict[str, str],
+                         deliveries: int | None = None, note: str = "") -> bool:
         if entry_id in self.runner.running:
             # Our own step, still running: its lease lapsed while this event loop was
             # busy (a slow import, a long render), and the claim renewed it. Running it
             # twice in one consumer would pass every fence: leave it to the running one.
             log.info("entry %s: lease lapsed while it ran here; renewed, not re-run", entry_id)
             return False
-        deliveries = await self.store.deliveries(shard, entry_id) or 1
+        deliveries = deliveries or await self.store.deliveries(shard, entry_id) or 1
         if deliveries > self.settings.max_deliveries:
             await self._dead_letter(shard, entry_id, fields, deliveries)
             return False
-        log.info("re-claimed entry %s (delivery %d)", entry_id, deliveries)
+        log.info("re-claimed entry %s (delivery %d)%s", entry_id, deliveries,
+                 f" {note}" if note else "")
         metrics.step_reclaimed()
+        if note:
+            self.runner.reclaim_notes[entry_id] = note
         self._spawn(shard, entry_id, fields, reclaimed=True)
         return True
 

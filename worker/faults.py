@@ -18,6 +18,9 @@ agent call is next, and `<dir>/<breakpoint_name(workflow, step)>` exists, the wo
 appends one JSON line (a hit: session, step, entry, worker, pid, reclaimed) to that
 name + `.hits` and waits, its lease still renewed, until the file is removed. Unset
 (the default), the runner holds no Breakpoints and checks nothing.
+
+`DURABLE_LOOP_STALL=S:P` keeps the worker's event loop busy with Python code for S
+seconds every P seconds (`stall_loop`): a drill for fast failover's no-false-death rule.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -102,3 +106,25 @@ class Breakpoints:
                     job.session_id, request)
         while request.exists():
             await asyncio.sleep(BREAKPOINT_POLL_S)
+
+
+def parse_stall(spec: str) -> tuple[float, float]:
+    """DURABLE_LOOP_STALL `S:P`: (seconds held, period)."""
+    held, _, every = spec.partition(":")
+    return float(held), float(every)
+
+
+async def stall_loop(spec: str) -> None:
+    """Drills only (DURABLE_LOOP_STALL=S:P): every P seconds keep this event loop busy
+    with Python code for S seconds, as a CPU-heavy render or a slow import would; the
+    worker's beats (a thread of their own) must go on, and nobody may declare it dead."""
+    held, every = parse_stall(spec)
+    stalls = 0
+    while True:
+        await asyncio.sleep(every)
+        until = time.monotonic() + held
+        spins = 0
+        while time.monotonic() < until:
+            spins += 1
+        stalls += 1
+        log.warning("loop stall drill: held the event loop for %.1fs (stall %d)", held, stalls)

@@ -79,6 +79,11 @@ class StepRunner:
         self.take_next: Callable[[int], int] = lambda shard: 0
         # Redis outages seen so far (the worker's RedisOutage counts them; none in-process).
         self.redis_outages: Callable[[], int] = lambda: 0
+        # Entry id -> the detail of its step_reclaimed event (a failover names the dead
+        # worker); the leased work of each running entry, and those found taken over.
+        self.reclaim_notes: dict[str, str] = {}
+        self._leased: dict[str, asyncio.Future[Any]] = {}
+        self._lost: set[str] = set()
 
     async def process(self, shard: int, entry_id: str, fields: dict[str, str],
                       reclaimed: bool = False, gated: TakenEntry | None = None) -> Taken:
@@ -109,7 +114,8 @@ class StepRunner:
                                   await self.store.results(sid, known, gated.order_len - 1))
             return gated.gate
         kind = EventType.STEP_RECLAIMED if reclaimed else EventType.STEP_STARTED
-        started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso())
+        started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso(),
+                        detail=self.reclaim_notes.pop(entry_id, ""))
         gate = await self.store.gate(job, entry_id, self.consumer, known, started)
         if gate.verdict == "run":
             self.cache.extend(cache, known, gate.new_results)
@@ -220,19 +226,37 @@ class StepRunner:
         once another worker has taken the entry over."""
         task = asyncio.ensure_future(work)
         interval = self.settings.effective_lease_renew_ms / 1000
+        self._leased[entry_id] = task
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=interval)
                 if done:
+                    if task.cancelled() and entry_id in self._lost:
+                        raise LeaseLost(entry_id)  # drop_lost: taken over meanwhile
                     return task.result()
                 if not await self.store.renew(shard, entry_id, self.consumer):
                     task.cancel()
                     raise LeaseLost(entry_id)
         finally:
+            self._leased.pop(entry_id, None)
+            self._lost.discard(entry_id)
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+    async def drop_lost(self, shard: int, entry_ids: list[str]) -> int:
+        """Stop now the leased work of those entries that are no longer ours (this worker
+        was declared dead while it ran them: worker/failover.py) instead of at their next
+        renewal; each ends as a lost lease does, writing nothing. Returns how many."""
+        dropped = 0
+        for entry_id in entry_ids:
+            work = self._leased.get(entry_id)
+            if work is not None and not await self.store.renew(shard, entry_id, self.consumer):
+                self._lost.add(entry_id)
+                work.cancel()
+                dropped += 1
+        return dropped
 
     async def _execute(self, entry_id: str, spec: Spec, variables: dict[str, Any],
                        job: StepJob, reclaimed: bool, run: StepRun) -> StepOutput:

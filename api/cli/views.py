@@ -187,7 +187,8 @@ def workers(
     alive: Annotated[bool, typer.Option("--alive", help="Only live workers.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The workers: consumer name, host/pid, running steps, pending entries, heartbeat."""
+    """The workers: consumer name, host/pid, running steps, pending entries, heartbeat,
+    and for one declared dead, when and how fast its steps ran again elsewhere."""
     from strands_durable.store.fleet import list_workers
 
     infos = [w for w in run_async(with_store(list_workers, fleet=True)) if w.alive or not alive]
@@ -195,12 +196,14 @@ def workers(
         print_json([w.to_dict() for w in infos])
         return
     table = new_table("consumer", "host", "pid", "alive", "last seen", "slots", "running",
-                      "pending")
+                      "pending", "declared dead")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
+        death = w.declared_dead
         table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
                       "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, w.slots_text(),
-                      escape("\n".join(w.running)) or "-", str(w.pending))
+                      escape("\n".join(w.running)) or "-", str(w.pending),
+                      escape(death.text()) if death is not None else "-")
     print_table(table)
 
 

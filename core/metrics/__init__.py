@@ -19,6 +19,14 @@ Labels are bounded: pattern (seven values), agent (the specs' agent ids, capped)
 direction, status, shard. Never a session id.
 """
 
+from strands_durable.metrics.failover import (
+    DECLARED_DEAD,
+    FAILOVER_SECONDS,
+    FOUND_DEAD,
+    declared_dead,
+    failover_rerun,
+    found_declared_dead,
+)
 from strands_durable.metrics.fleet import (
     FleetCollector,
     FleetReader,
@@ -82,15 +90,17 @@ from strands_durable.metrics.tools import (
 )
 
 __all__ = [
-    "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE", "DEAD_LETTERS",
-    "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "RECLAIMED", "RESUME_SECONDS",
+    "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE", "DEAD_LETTERS", "DECLARED_DEAD",
+    "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "FAILOVER_SECONDS", "FOUND_DEAD", "RECLAIMED",
+    "RESUME_SECONDS",
     "SCHEDULER_LEADER", "SESSIONS_EXPIRED", "STEPS", "STEP_SECONDS", "STUCK", "STUCK_FLAGGED",
     "TIMERS_PROMOTED", "TOKENS", "TOOL_CALLS", "TOOL_SECONDS", "TURNS_REPLAYED",
     "WORKER_HEARTBEAT", "WORKER_LOOP_BUSY", "WORKER_RUNNING", "WORKER_SLOTS",
     "WORKER_STEP_SLOTS",
     "WORKER_UP", "FleetCollector", "FleetReader", "FleetSnapshot", "MetricsServer",
     "RedisOutageCollector", "ShardSnapshot", "agent_label", "combined_registry",
-    "dead_lettered", "fleet_families", "heartbeat", "parse_fleet", "register_role",
+    "dead_lettered", "declared_dead", "failover_rerun", "fleet_families",
+    "found_declared_dead", "heartbeat", "parse_fleet", "register_role",
     "render_api_metrics", "serve", "start_fleet_metrics", "start_worker_metrics",
     "step_committed", "step_failed", "step_lost", "step_reclaimed", "stop_worker_metrics",
     "timed_commit", "timed_resume", "tool_called", "turn_replayed", "watch_redis_outages",

@@ -10,6 +10,8 @@ takes over at once (or after the TTL, if the leader died). The leader:
 - pauses running sessions past runtime.budgets.max_duration_s (scheduler/role/watchdog.py);
 - flags running sessions that stopped making progress (`session_stuck` events and the
   durable_sessions_stuck gauge);
+- declares dead the workers that stopped beating, as workers do (fast failover:
+  scheduler/role/failover.py), so their steps run again within seconds;
 - forgets the heartbeats of workers silent for DURABLE_WORKER_RETIRE_S and retires their
   consumers from the groups once nothing is pending under them, which keeps the fleet
   read (and `durable workers`) bounded;
@@ -38,6 +40,7 @@ from strands_durable.errors import ConfigError, LockLost, LockNotAcquired
 from strands_durable.logs import configure_logging
 from strands_durable.models import now_ms
 from strands_durable.scheduler.operations.cleanup import cleanup_sessions
+from strands_durable.scheduler.role.failover import DeathWatch
 from strands_durable.scheduler.role.watchdog import DurationGuard, StuckWatch
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
@@ -62,6 +65,7 @@ class SchedulerService:
         self.lock = store.new_lock(LOCK_NAME, ttl_ms=settings.scheduler_lock_ttl_ms)
         self.durations = DurationGuard(store)
         self.stuck = StuckWatch(store, settings.stuck_after_s)
+        self.deaths = DeathWatch(store, settings, self.name)  # fast failover, while leading
         self._lease_until = 0.0  # monotonic time our lock may have lapsed by
         self._stopping = asyncio.Event()
         self._next_check = self._next_stuck_check = 0.0
@@ -189,6 +193,8 @@ class SchedulerService:
         metrics.register_role("scheduler")
         leader = asyncio.create_task(self._lead(), name="scheduler-lock")
         expiry = asyncio.create_task(self._expire_loop(), name="scheduler-retention")
+        deaths = asyncio.create_task(self.deaths.run(self._stopping, lambda: self.leading),
+                                     name="scheduler-failover")
         log.info("scheduler %s started (%d shard(s))", self.name, self.store.keys.shards)
         interval = self.settings.timer_poll_ms / 1000
         try:
@@ -207,7 +213,8 @@ class SchedulerService:
             self._stopping.set()
             leader.cancel()
             expiry.cancel()
-            await asyncio.gather(leader, expiry, return_exceptions=True)
+            deaths.cancel()
+            await asyncio.gather(leader, expiry, deaths, return_exceptions=True)
             with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
                 await self.lock.release()  # a standby takes over without waiting the TTL
             self._lease_until = 0.0
