@@ -61,7 +61,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
                          "api": {"existingSecret": "prod-api"}},
     "sentinel": SENTINEL,
     "sharded-monitored": {"settings": {"shards": 3, "keyPrefix": "prod", "shutdownGraceS": 45,
-                                       "claimIdleMs": 30000, "workerAdaptiveConcurrency": False},
+                                       "claimIdleMs": 30000, "workerAdaptiveConcurrency": False,
+                                       "failoverBeatMs": 1000, "failoverMissedBeats": 4},
                           "serviceMonitor": {"enabled": True,
                                              "labels": {"release": "kube-prometheus"}}},
     "api-and-scheduler-off": {"api": {"enabled": False}, "scheduler": {"enabled": False}},
@@ -140,6 +141,8 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
     ({"settings": {"shards": 0}}, "/settings/shards"),
     ({"settings": {"keyPrefix": "has space"}}, "/settings/keyPrefix"),
     ({"settings": {"workerAdaptiveConcurrency": "yes"}}, "/settings/workerAdaptiveConcurrency"),
+    ({"settings": {"failoverBeatMs": 5}}, "/settings/failoverBeatMs"),
+    ({"settings": {"failoverMissedBeats": 1}}, "/settings/failoverMissedBeats"),
     ({"settings": {"providerHosts": {"openai": ["api.example.com"]}}},
      "/settings/providerHosts/openai/0"),
     ({"settings": {"providerHosts": {"mistral": ["https://x"]}}}, "/settings/providerHosts"),
@@ -232,6 +235,9 @@ def test_settings_configmap_is_what_durable_settings_reads(
     assert settings.shards == wanted.get("shards", 1)
     assert settings.key_prefix == wanted.get("keyPrefix", "durable")
     assert settings.worker_adaptive_concurrency is wanted.get("workerAdaptiveConcurrency", True)
+    assert settings.failover is wanted.get("failover", True)
+    assert (settings.failover_beat_ms, settings.failover_missed_beats) == (
+        wanted.get("failoverBeatMs", 500), wanted.get("failoverMissedBeats", 6))
     for provider in ("openai", "anthropic", "ollama"):
         listed = tuple(wanted.get("providerHosts", {}).get(provider, ()))
         assert settings.hosts(provider) == listed
