@@ -44,7 +44,7 @@ ERROR_CODES: tuple[str, ...] = (
     # unavailable (503)
     "unavailable", "misconfigured", "local_store_unavailable", "overloaded",
     # a step's own failures (recorded on the session; listed for completeness)
-    "step_failed", "provider_error",
+    "step_failed", "provider_error", "capacity_exhausted",
 )
 
 

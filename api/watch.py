@@ -27,11 +27,11 @@ STEP_STATE = {
     "step_scheduled": "queued", "step_started": "running", "step_reclaimed": "running",
     "step_completed": "done", "step_failed": "failed", "step_retried": "retry scheduled",
     "step_dead_lettered": "dead-lettered", "step_requeued": "requeued",
-    "worker_declared_dead": "worker died",
+    "worker_declared_dead": "worker died", "capacity_wait": "waiting for capacity",
 }
 STYLE = {"done": "green", "running": "cyan", "failed": "red", "dead-lettered": "red",
          "retry scheduled": "yellow", "requeued": "yellow", "queued": "dim",
-         "worker died": "yellow"}
+         "worker died": "yellow", "waiting for capacity": "yellow"}
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,8 @@ class EventType(StrEnum):
     # A worker holding the step stopped beating; the step runs again elsewhere
     # (store/lua/declare_dead.lua).
     WORKER_DECLARED_DEAD = "worker_declared_dead"
+    # A model request of the step waits for its provider key's capacity (worker/capacity.py).
+    CAPACITY_WAIT = "capacity_wait"
     TOOL_CALL_STARTED = "tool_call_started"
     TOOL_CALL_COMPLETED = "tool_call_completed"
 

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from strands_durable.errors import RedisUrlError
+from strands_durable.provider_policy import (
+    HOST_PROVIDERS,
+    CapacityPolicy,
+    ProviderPolicy,
+)
 from strands_durable.store.redis_url import Timeouts, parse_redis_url, redact
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -129,59 +139,8 @@ def current_telemetry_policy() -> TelemetryPolicy:
     return TelemetryPolicy()
 
 
-# The providers whose endpoint a spec's `runtime.host` may name, each with its setting.
-HOST_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "litellm", "ollama", "llamacpp")
-
-
-def host_setting(provider: str) -> str:
-    """The variable that lists where `provider`'s requests may go besides its default."""
-    return f"DURABLE_{provider.upper()}_HOSTS"
-
-
-class ProviderPolicy(BaseSettings):
-    """Where the fleet's model requests may go besides each provider's own endpoint, set
-    by the operator (never by a spec). A provider that sends a key (openai, anthropic,
-    gemini, bedrock, litellm) sends it to a spec's `runtime.host` only if it is listed
-    here; a keyless server's host (ollama, llamacpp) may be any public address, and a
-    private or loopback one only if listed. Comma-separated base URLs; a listed URL
-    allows its scheme, host and port, and the paths under its path. Read where specs are
-    checked (API, CLI) and where steps run (workers): set it alike."""
-
-    model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
-
-    openai_hosts: str = ""
-    anthropic_hosts: str = ""
-    gemini_hosts: str = ""
-    bedrock_hosts: str = ""
-    litellm_hosts: str = ""
-    ollama_hosts: str = ""
-    llamacpp_hosts: str = ""
-
-    @field_validator(*(f"{name}_hosts" for name in HOST_PROVIDERS))
-    @classmethod
-    def _base_urls(cls, value: str) -> str:
-        for entry in _names(value):
-            scheme, sep, rest = entry.partition("://")
-            if scheme.lower() not in ("http", "https") or not sep or not rest.strip("/"):
-                raise ValueError(f"{entry[:200]!r} is not a base URL: expected "
-                                 "http(s)://host[:port][/path], comma-separated")
-            if "@" in rest.split("/", 1)[0]:
-                raise ValueError(f"{entry[:200].split('@')[-1]!r}: a listed host carries "
-                                 "no user or password")
-        return value
-
-    def hosts(self, provider: str) -> tuple[str, ...]:
-        value = getattr(self, f"{provider}_hosts", "")
-        return _names(value) if isinstance(value, str) else ()
-
-
-@lru_cache(maxsize=1)
-def current_provider_policy() -> ProviderPolicy:
-    """This process's provider policy, read from the environment once."""
-    return ProviderPolicy()
-
-
-class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy):
+class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
+                       CapacityPolicy):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # repr=False: a settings object in a log or traceback never shows the password.

@@ -253,6 +253,19 @@ class Keys:
     def config(self) -> str:
         return f"{self.prefix}:config"
 
+    def capacity(self, digest: str) -> str:
+        """A provider key's shared capacity (store/capacity.py): limits declared and
+        learned, buckets, backoff. Hash-tagged with its leases: one slot per key."""
+        return f"{self.prefix}:cap:{{{digest}}}"
+
+    def capacity_leases(self, digest: str) -> str:
+        """The key's requests in flight: lease id -> expiry ms."""
+        return f"{self.capacity(digest)}:leases"
+
+    def capacity_keys(self) -> str:
+        """Every provider key the fleet has used: digest -> its description (JSON)."""
+        return f"{self.prefix}:caps"
+
     def lock(self, name: str, shard: int | None = None) -> str:
         base = self.tag(shard) if shard is not None else self.prefix
         return f"{base}:lock:{name}"

@@ -18,7 +18,7 @@ NAMES = (
     "promote_timers", "delete", "lock_release", "lock_extend", "control",
     "release", "requeue", "fork", "retire_consumer", "claim_session", "flag_stuck",
     "park_entry", "journal", "take", "ack", "lane_page", "beat", "declare_dead",
-    "claim_orphans",
+    "claim_orphans", "capacity_acquire", "capacity_release", "capacity_throttled",
 )
 
 

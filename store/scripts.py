@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from strands_durable.store.script_capacity import CapacityScripts
 from strands_durable.store.script_library import IndexKeys, flatten, script_source
 from strands_durable.store.script_operator import OperatorScripts
 from strands_durable.store.script_step import StepScripts
@@ -18,7 +19,7 @@ from strands_durable.store.script_step import StepScripts
 __all__ = ["IndexKeys", "Scripts", "flatten", "script_source"]
 
 
-class Scripts(StepScripts, OperatorScripts):
+class Scripts(StepScripts, OperatorScripts, CapacityScripts):
     @classmethod
     def register(cls, redis: Redis) -> Scripts:
         return cls(redis)

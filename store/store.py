@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from redis.exceptions import ResponseError
 
 from strands_durable.errors import ConfigError
+from strands_durable.store.capacity import CapacityOps
 from strands_durable.store.codec import JSON_SEPARATORS, dumps
 from strands_durable.store.failover import FailoverOps
 from strands_durable.store.fleet_reads import FleetReads
@@ -57,7 +58,7 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps):
+            FailoverOps, CapacityOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with; create groups."""
         recorded = await self.redis.hget(self.keys.config(), "shards")

@@ -16,12 +16,8 @@ os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 from fleet import Fleet
 from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
 
-from strands_durable.settings import (
-    DurableSettings,
-    current_provider_policy,
-    current_tool_policy,
-    host_setting,
-)
+from strands_durable.provider_policy import current_provider_policy, host_setting
+from strands_durable.settings import DurableSettings, current_tool_policy
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer

@@ -18,12 +18,14 @@ from strands.models.model import Model
 from strands.types.tools import AgentTool
 
 from strands_durable.errors import StepFailed
-from strands_durable.models import Event, StepJob
+from strands_durable.models import Event, EventType, StepJob, now_iso
 from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
+from strands_durable.store.capacity import ProviderKey
 from strands_durable.store.records import Compaction
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import call_agent
+from strands_durable.worker.capacity import CapacityGate, CapacityModel
 from strands_durable.worker.compaction import (
     SUMMARIZER_AGENT,
     SUMMARIZER_PROMPT,
@@ -91,6 +93,7 @@ class StepExecutor:
         self.store = store
         self._models: dict[ModelConfig, Any] = {}
         self.toolbox = Toolbox(settings)
+        self.capacity = CapacityGate(store, settings)
         self.crash = crash or CrashPoints(settings.crash_at)
 
     def _model(self, cfg: ModelConfig) -> Any:
@@ -110,7 +113,7 @@ class StepExecutor:
                              retryable=False)
         run = run or StepRun()
         config = model_config(spec, job.agent)
-        model: Model = self._model(config)
+        model: Model = self._limited(self._model(config), config, job, run)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None
         if journal is not None:
@@ -153,8 +156,25 @@ class StepExecutor:
                                  temperature=SUMMARIZER_TEMPERATURE, top_p=None,
                                  max_tokens=None)
             prompt = SUMMARIZER_PROMPT
-        return await compact(policy, messages, self._model(summarizer), system_prompt=prompt,
+        model = self._limited(self._model(summarizer), summarizer)
+        return await compact(policy, messages, model, system_prompt=prompt,
                              timeout_s=self.settings.model_timeout_s or None, where=where)
+
+    def _limited(self, model: Model, config: ModelConfig, job: StepJob | None = None,
+                 run: StepRun | None = None) -> Model:
+        """`model` taking its turn on the fleet's capacity for its provider key
+        (worker/capacity.py), below the journal: a replayed turn costs no capacity."""
+        if not self.capacity.applies_to(config.provider):
+            return model
+        key = ProviderKey(config.provider, config.model_id or "", config.host or "")
+        on_wait = None
+        if job is not None and run is not None and run.entry_id:
+            async def on_wait(label: str, reason: str, wait_ms: int) -> None:
+                detail = f"{label}: {reason}, next look in {wait_ms} ms"
+                event = Event(type=EventType.CAPACITY_WAIT, step=job.key, attempt=job.attempt,
+                              worker=run.worker, at=now_iso(), detail=detail)
+                await self.store.journal(job, run.entry_id, run.worker, "", "", [event])
+        return CapacityModel(model, self.capacity, key, config.max_tokens, on_wait)
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
         async def write(name: str, value: str, events: Sequence[Event]) -> bool:

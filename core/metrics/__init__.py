@@ -19,6 +19,17 @@ Labels are bounded: pattern (seven values), agent (the specs' agent ids, capped)
 direction, status, shard. Never a session id.
 """
 
+from strands_durable.metrics.capacity import (
+    CAPACITY_IN_FLIGHT_LIMIT,
+    CAPACITY_RPM,
+    CAPACITY_THROTTLED,
+    CAPACITY_WAIT_SECONDS,
+    CAPACITY_WAITING,
+    capacity_state,
+    capacity_throttled,
+    capacity_waited,
+    capacity_waiting,
+)
 from strands_durable.metrics.failover import (
     DECLARED_DEAD,
     FAILOVER_SECONDS,
@@ -90,7 +101,9 @@ from strands_durable.metrics.tools import (
 )
 
 __all__ = [
-    "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE", "DEAD_LETTERS", "DECLARED_DEAD",
+    "CAPACITY_IN_FLIGHT_LIMIT", "CAPACITY_RPM", "CAPACITY_THROTTLED", "CAPACITY_WAITING",
+    "CAPACITY_WAIT_SECONDS", "CHECKPOINT_BYTES", "COMMIT_SECONDS", "CONTENT_TYPE",
+    "DEAD_LETTERS", "DECLARED_DEAD",
     "DEFAULT_METRICS_HOST", "DURATION_PAUSES", "FAILOVER_SECONDS", "FOUND_DEAD", "RECLAIMED",
     "RESUME_SECONDS",
     "SCHEDULER_LEADER", "SESSIONS_EXPIRED", "STEPS", "STEP_SECONDS", "STUCK", "STUCK_FLAGGED",
@@ -98,7 +111,8 @@ __all__ = [
     "WORKER_HEARTBEAT", "WORKER_LOOP_BUSY", "WORKER_RUNNING", "WORKER_SLOTS",
     "WORKER_STEP_SLOTS",
     "WORKER_UP", "FleetCollector", "FleetReader", "FleetSnapshot", "MetricsServer",
-    "RedisOutageCollector", "ShardSnapshot", "agent_label", "combined_registry",
+    "RedisOutageCollector", "ShardSnapshot", "agent_label", "capacity_state",
+    "capacity_throttled", "capacity_waited", "capacity_waiting", "combined_registry",
     "dead_lettered", "declared_dead", "failover_rerun", "fleet_families",
     "found_declared_dead", "heartbeat", "parse_fleet", "register_role",
     "render_api_metrics", "serve", "start_fleet_metrics", "start_worker_metrics",

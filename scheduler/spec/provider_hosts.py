@@ -26,8 +26,8 @@ import httpx
 
 from strands_durable.addresses import literal_address, refused_address
 from strands_durable.errors import SpecError
+from strands_durable.provider_policy import ProviderPolicy, current_provider_policy, host_setting
 from strands_durable.scheduler.spec.model import Spec
-from strands_durable.settings import ProviderPolicy, current_provider_policy, host_setting
 
 __all__ = ["KEYED_PROVIDERS", "KEYLESS_PROVIDERS", "HostVerdict", "Origin", "check_provider_hosts",
            "grant_hosts", "granted_hosts", "judge_host", "parse_base_url"]

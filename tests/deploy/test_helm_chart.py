@@ -68,7 +68,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "api-and-scheduler-off": {"api": {"enabled": False}, "scheduler": {"enabled": False}},
     "provider-hosts": {"settings": {"providerHosts": {
         "openai": ["https://gateway.internal:8443/openai", "http://10.0.0.9:8000"],
-        "ollama": ["http://ollama:11434"]}}},
+        "ollama": ["http://ollama:11434"]},
+        "capacityLimits": [{"provider": "openai", "model": "gpt-4o", "rpm": 500,
+                            "in_flight": 20}]}},
 }
 
 
@@ -146,6 +148,8 @@ def test_values_schema_accepts_every_variant(variant: str) -> None:
     ({"settings": {"providerHosts": {"openai": ["api.example.com"]}}},
      "/settings/providerHosts/openai/0"),
     ({"settings": {"providerHosts": {"mistral": ["https://x"]}}}, "/settings/providerHosts"),
+    ({"settings": {"capacityLimits": [{"provider": "openai", "rpm": -1}]}},
+     "/settings/capacityLimits/0/rpm"),
     ({"settings": {"extra": {"OPENAI_API_KEY": "x"}}}, "OPENAI_API_KEY"),
     ({"worker": {"autoscaling": {"keda": {"metric": "pendingEntriesCount"}}}},
      "/worker/autoscaling/keda/metric"),
@@ -241,6 +245,8 @@ def test_settings_configmap_is_what_durable_settings_reads(
     for provider in ("openai", "anthropic", "ollama"):
         listed = tuple(wanted.get("providerHosts", {}).get(provider, ()))
         assert settings.hosts(provider) == listed
+    declared = [limit.model_dump(exclude_defaults=True) for limit in settings.declared_limits]
+    assert declared == wanted.get("capacityLimits", [])
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from strands_durable.api.cli import app
 from strands_durable.errors import ProviderError, SpecError
+from strands_durable.provider_policy import ProviderPolicy
 from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.worker.providers import ModelConfig, build_model, is_transient
 from strands_durable.worker.providers.credentials import check_credentials
@@ -56,7 +57,8 @@ def test_inference_params_and_host_map_as_strands_cli_maps_them(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEMINI_API_KEY", "k")
     model: Any = build_model(_cfg(model_id="gemini-2.5-pro", temperature=0.7, top_p=0.9,
-                                  max_tokens=2048, host="http://proxy:8080"))
+                                  max_tokens=2048, host="http://proxy:8080"),
+                              policy=ProviderPolicy(gemini_hosts="http://proxy:8080"))
     config = model.get_config()
     assert config["model_id"] == "gemini-2.5-pro"
     assert config["params"] == {"temperature": 0.7, "top_p": 0.9, "max_output_tokens": 2048}

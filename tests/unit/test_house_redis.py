@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from strands_durable.store import script_operator, script_step
+from strands_durable.store import script_capacity, script_operator, script_step
 from strands_durable.store.script_library import NAMES, IndexKeys, flatten, script_source
 from strands_durable.store.script_step import TakeSpelling
 from strands_durable.store.scripts import Scripts
@@ -69,7 +69,7 @@ def contracts() -> dict[str, tuple[type, type]]:
 def resolve(hint: str | type) -> type:
     if isinstance(hint, type):
         return hint
-    for module in (script_step, script_operator):
+    for module in (script_step, script_operator, script_capacity):
         if hasattr(module, hint):
             return getattr(module, hint)  # type: ignore[no-any-return]
     raise AssertionError(f"no contract {hint}")

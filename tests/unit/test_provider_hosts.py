@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from strands_durable.errors import ProviderError, SpecError
+from strands_durable.provider_policy import HOST_PROVIDERS, ProviderPolicy
 from strands_durable.providers import PROVIDERS
 from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.scheduler.spec.provider_hosts import (
@@ -22,7 +23,6 @@ from strands_durable.scheduler.spec.provider_hosts import (
     judge_host,
     parse_base_url,
 )
-from strands_durable.settings import HOST_PROVIDERS, ProviderPolicy
 from strands_durable.worker.providers import ModelConfig, build_model
 
 SCHEMA = Path(__file__).resolve().parents[2] / "scheduler/spec/schema/strands-workflow.schema.json"
@@ -69,7 +69,7 @@ def test_a_keyed_provider_refuses_any_host_the_operator_did_not_list(provider: s
 
 def test_the_reproduction_is_refused_at_load_naming_field_and_setting(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from strands_durable.settings import current_provider_policy
+    from strands_durable.provider_policy import current_provider_policy
 
     monkeypatch.delenv("DURABLE_OPENAI_HOSTS", raising=False)
     current_provider_policy.cache_clear()

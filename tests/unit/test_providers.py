@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from strands_durable.errors import DurableError, ProviderError
+from strands_durable.provider_policy import ProviderPolicy
 from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
 from strands_durable.worker.providers import (
     SUPPORTED_PROVIDERS,
@@ -55,14 +56,16 @@ def test_bedrock() -> None:
 @_needs("boto3")
 def test_bedrock_host_is_the_endpoint_url() -> None:
     model: Any = build_model(
-        _cfg("bedrock", model_id="m", region="us-east-1", host="https://vpce.example.com")
+        _cfg("bedrock", model_id="m", region="us-east-1", host="https://vpce.example.com"),
+        policy=ProviderPolicy(bedrock_hosts="https://vpce.example.com"),
     )
     assert model.client.meta.endpoint_url == "https://vpce.example.com"
 
 
 @_needs("openai")
 def test_openai() -> None:
-    model: Any = build_model(_cfg("openai", model_id="gpt-4o", host="http://h:1/v1", **SAMPLING))
+    model: Any = build_model(_cfg("openai", model_id="gpt-4o", host="http://h:1/v1", **SAMPLING),
+                             policy=ProviderPolicy(openai_hosts="http://h:1"))
     assert type(model).__name__ == "OpenAIModel"
     config = model.get_config()  # Strands may add context_window_limit for known models
     assert (config["model_id"], config["params"]) == ("gpt-4o", SAMPLING)
@@ -86,7 +89,8 @@ def test_openai_without_api_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
 
 @_needs("anthropic")
 def test_anthropic() -> None:
-    model: Any = build_model(_cfg("anthropic", model_id="claude-x", host="http://h:2", **SAMPLING))
+    model: Any = build_model(_cfg("anthropic", model_id="claude-x", host="http://h:2", **SAMPLING),
+                             policy=ProviderPolicy(anthropic_hosts="http://h:2"))
     assert type(model).__name__ == "AnthropicModel"
     config = model.get_config()
     assert (config["model_id"], config["max_tokens"]) == ("claude-x", 77)
@@ -119,7 +123,8 @@ def test_llamacpp() -> None:
 
 @_needs("litellm")
 def test_litellm() -> None:
-    model: Any = build_model(_cfg("litellm", model_id="openai/gpt-4o", host="http://h:5"))
+    model: Any = build_model(_cfg("litellm", model_id="openai/gpt-4o", host="http://h:5"),
+                             policy=ProviderPolicy(litellm_hosts="http://h:5"))
     assert type(model).__name__ == "LiteLLMModel"
     assert model.client_args == {"api_base": "http://h:5"}
 

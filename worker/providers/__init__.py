@@ -16,9 +16,9 @@ from typing import cast
 from strands.models.model import Model
 
 from strands_durable.errors import ProviderError
+from strands_durable.provider_policy import ProviderPolicy, current_provider_policy
 from strands_durable.providers import PROVIDERS
 from strands_durable.scheduler.spec.provider_hosts import granted_hosts, judge_host, region_problem
-from strands_durable.settings import ProviderPolicy, current_provider_policy
 from strands_durable.worker.providers.config import Builder, ModelConfig
 from strands_durable.worker.providers.transient import is_transient
 

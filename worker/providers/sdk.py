@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from strands_durable.errors import ProviderError
-from strands_durable.settings import host_setting
+from strands_durable.provider_policy import host_setting
 from strands_durable.worker.providers.config import ModelConfig
 from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
 

@@ -5,11 +5,16 @@ or class name, so the checks work whether or not a provider's SDK is installed."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import email.utils
+import re
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from strands_durable.errors import ProviderError
 
-__all__ = ["is_transient", "permanent_cause"]
+__all__ = ["Throttle", "is_transient", "permanent_cause", "throttle_of"]
 
 # HTTP statuses worth a retry: timeout, rate limit, server trouble (not 501/505,
 # which will not change on a retry), Anthropic's 529 "overloaded".
@@ -174,3 +179,96 @@ def _aws_error_code(exc: BaseException) -> str | None:
         return None
     code = response.get("Error", {}).get("Code")
     return code if isinstance(code, str) else None
+
+
+# -- throttling: the provider says the account's limit is reached ----------------------
+
+# 429 Too Many Requests; 529 is Anthropic's "overloaded" (their capacity, not the account's,
+# but the same answer: fewer requests for a while).
+_THROTTLE_STATUS = frozenset({429, 529})
+_THROTTLE_AWS_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+_THROTTLE_NAMES = frozenset({"ModelThrottledException", "RateLimitError"})
+# The longest Retry-After believed: a bigger one is a bug or an attack, not a plan.
+MAX_RETRY_AFTER_S = 600.0
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """What a throttled response said: how long to wait (None: it did not say) and the
+    account's requests-per-minute limit (None: it did not say)."""
+
+    retry_after_s: float | None = None
+    limit_rpm: int | None = None
+
+
+def throttle_of(exc: BaseException) -> Throttle | None:
+    """The throttle `exc` (or an error it wraps) reports, or None if it is no throttle."""
+    found = False
+    headers: dict[str, str] = {}
+    for error in _chain_all(exc):
+        if (_status_code(error) in _THROTTLE_STATUS
+                or _aws_error_code(error) in _THROTTLE_AWS_CODES
+                or any(k.__name__ in _THROTTLE_NAMES for k in type(error).__mro__)):
+            found = True
+        headers = headers or _headers(error)
+    if not found:
+        return None
+    return Throttle(retry_after_s=_retry_after(headers), limit_rpm=_limit_rpm(headers))
+
+
+def _headers(error: BaseException) -> dict[str, str]:
+    response: Any = getattr(error, "response", None)
+    raw: Any = getattr(response, "headers", None)
+    if raw is None and isinstance(response, dict):  # botocore: ResponseMetadata.HTTPHeaders
+        raw = response.get("ResponseMetadata", {}).get("HTTPHeaders")
+    if not isinstance(raw, Mapping) and not hasattr(raw, "items"):
+        return {}
+    try:
+        return {str(k).lower(): str(v)[:200] for k, v in list(raw.items())[:200]}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 <= value < 1e12 else None
+
+
+def _duration_s(text: str | None) -> float | None:
+    """OpenAI's reset durations: `1s`, `6m0s`, `120ms`, `1h2m3.5s`."""
+    if not text:
+        return None
+    parts = _DURATION_PART.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return _number(text)
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def _retry_after(headers: dict[str, str]) -> float | None:
+    seconds = None
+    if (ms := _number(headers.get("retry-after-ms"))) is not None:
+        seconds = ms / 1000
+    elif (value := headers.get("retry-after")) is not None:
+        seconds = _number(value)
+        if seconds is None:  # an HTTP date
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+                seconds = max(0.0, when.timestamp() - time.time())
+            except (TypeError, ValueError, IndexError, OverflowError):
+                seconds = None
+    elif headers.get("x-ratelimit-remaining-requests") == "0":
+        seconds = _duration_s(headers.get("x-ratelimit-reset-requests"))
+    return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
+
+
+def _limit_rpm(headers: dict[str, str]) -> int | None:
+    for name in ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit"):
+        value = _number(headers.get(name))
+        if value is not None and value >= 1:
+            return int(value)
+    return None

@@ -1,0 +1,152 @@
+"""A fleet against a provider's account limit (issue 26): real `arq` workers, a local
+OpenAI-compatible server that takes `--per-second` requests a second and `--at-once` in
+flight and answers 429 + Retry-After beyond, and chains of `--steps` steps.
+
+    python -m bench.capacity                          # three runs, about two minutes
+    python -m bench.capacity --modes learned --sessions 20 --json out.json
+
+Modes, each a fresh keyspace on one private redis-server:
+- `off`: DURABLE_CAPACITY_ENABLED=false, every worker meets the limit alone (as before);
+- `learned`: nothing declared, the fleet learns the limit from the 429s;
+- `declared`: DURABLE_CAPACITY_LIMITS names the server's limits.
+
+Printed per mode: sessions completed and failed, requests answered and throttled (and
+the share throttled), goodput (accepted requests a second from the first answered to the
+last) as a share of the server's limit, the wall time (worker start-up included) and the
+requests accepted in each second. Goodput depends on the server's latency
+(`--delay-s`) against its concurrency: 6 at once x 0.4 s caps it at 15 a second, so
+the 10-a-second limit binds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.limited_llm import limited_llm
+from bench.procs import Procs, clean_env
+from bench.redis_server import start_redis
+
+SPEC = """
+version: 0
+name: capacity-{n}
+runtime: {{provider: openai, model_id: gpt-limited, host: "{host}",
+          failure_policy: {{retries: 2, backoff: exponential, wait_min: 1, wait_max: 4}}}}
+agents: {{a: {{prompt: "You answer."}}}}
+pattern: {{type: chain, config: {{steps: [{steps}]}}}}
+"""
+
+
+async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir: Path
+                    ) -> dict[str, Any]:
+    from strands_durable.models import SessionStatus
+    from strands_durable.provider_policy import current_provider_policy
+    from strands_durable.scheduler.operations.start import start_session
+    from strands_durable.scheduler.spec.loader import load_spec_text
+    from strands_durable.settings import DurableSettings
+    from strands_durable.store.connect import open_store
+
+    prefix = f"cap{mode}{os.getpid()}"
+    with limited_llm(per_second=args.per_second, at_once=args.at_once,
+                     delay_s=args.delay_s) as server:
+        env = clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
+                        DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(args.concurrency),
+                        DURABLE_OPENAI_HOSTS=server.url(), OPENAI_API_KEY="bench")
+        if mode == "off":
+            env["DURABLE_CAPACITY_ENABLED"] = "false"
+        if mode == "declared":
+            env["DURABLE_CAPACITY_LIMITS"] = json.dumps([{
+                "provider": "openai", "model": "gpt-limited", "rpm": args.per_second * 60,
+                "in_flight": args.at_once}])
+        os.environ["DURABLE_OPENAI_HOSTS"] = server.url()  # this process loads the specs
+        current_provider_policy.cache_clear()
+        procs = Procs(logdir)
+        store = open_store(DurableSettings(redis_url=redis_url, key_prefix=prefix))
+        await store.prepare()
+        try:
+            for _ in range(args.workers):
+                procs.start(f"{mode}-worker", ["strands_durable.worker.WorkerSettings"], env)
+            steps = ", ".join(f'{{agent: a, input: "step {i} of {{{{ n }}}}"}}'
+                              for i in range(args.steps))
+            started = time.monotonic()
+            ids = []
+            for n in range(args.sessions):
+                spec = load_spec_text(SPEC.format(n=n, host=server.url("/v1"), steps=steps),
+                                      f"capacity-{n}.yaml", {"n": n})
+                ids.append((await start_session(store, spec))[0])
+            deadline = started + args.timeout_s
+            statuses: list[SessionStatus] = []
+            while time.monotonic() < deadline:
+                statuses = [(await store.get_session(sid)).status for sid in ids]
+                if SessionStatus.RUNNING not in statuses:
+                    break
+                if procs.dead():
+                    raise SystemExit(f"a worker died:\n{procs.tail()}")
+                await asyncio.sleep(0.25)
+            elapsed = time.monotonic() - started
+        finally:
+            procs.stop()
+            await store.close()
+        total = server.accepted + server.throttled
+        times = sorted(server.accepted_at)
+        per_second = [sum(1 for t in times if times[0] + i <= t < times[0] + i + 1)
+                      for i in range(int(times[-1] - times[0]) + 1)] if times else []
+        busy_s = max(times[-1] - times[0], 1e-9) if len(times) > 1 else elapsed
+        return {
+            "mode": mode, "sessions": len(ids),
+            "completed": statuses.count(SessionStatus.COMPLETED),
+            "failed": statuses.count(SessionStatus.FAILED),
+            "running": statuses.count(SessionStatus.RUNNING),
+            "requests": total, "accepted": server.accepted, "throttled": server.throttled,
+            "throttled_share": server.throttled / total if total else 0.0,
+            # From the first request answered to the last: the workers' start-up (seconds
+            # of imports on this machine) is not the provider's time.
+            "goodput_per_s": server.accepted / busy_s,
+            "goodput_of_limit": server.accepted / busy_s / args.per_second,
+            "accepted_each_second": per_second,
+            "peak_at_once": server.peak_at_once, "seconds": elapsed,
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modes", default="off,learned,declared")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--per-second", type=int, default=10)
+    parser.add_argument("--at-once", type=int, default=6)
+    parser.add_argument("--delay-s", type=float, default=0.4)
+    parser.add_argument("--timeout-s", type=float, default=300)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-capacity-") as tmp:
+        redis = start_redis(workdir=Path(tmp))
+        try:
+            for mode in args.modes.split(","):
+                row = asyncio.run(_run_mode(mode, args, redis.url, Path(tmp)))
+                rows.append(row)
+                print(f"{mode:>9}: {row['completed']}/{row['sessions']} completed, "
+                      f"{row['failed']} failed; {row['requests']} requests, "
+                      f"{row['throttled']} throttled ({row['throttled_share']:.1%}); "
+                      f"goodput {row['goodput_per_s']:.2f}/s = {row['goodput_of_limit']:.2f} "
+                      f"of the limit; peak {row['peak_at_once']} at once; "
+                      f"{row['seconds']:.1f} s", flush=True)
+                print(f"{'':>11}accepted each second: {row['accepted_each_second']}")
+        finally:
+            redis.stop()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
