@@ -5,13 +5,78 @@ fleet keeps to together (DURABLE_CAPACITY_*). Part of DurableSettings
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urlsplit
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["HOST_PROVIDERS", "CapacityLimit", "CapacityPolicy", "ProviderPolicy",
-           "current_provider_policy", "host_setting"]
+__all__ = ["HOST_PROVIDERS", "CapacityLimit", "CapacityPolicy", "Origin", "ProviderPolicy",
+           "current_provider_policy", "host_setting", "parse_base_url", "shown"]
+
+MAX_URL_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A base URL as the request will see it: scheme, host (lower case, ASCII), port and
+    path (no trailing slash)."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    def covers(self, other: Origin) -> bool:
+        """Whether a listed base URL allows `other`: same scheme, host and port, and
+        `other`'s path at or under this one's."""
+        return ((self.scheme, self.host, self.port) == (other.scheme, other.host, other.port)
+                and (not self.path or other.path == self.path
+                     or other.path.startswith(self.path + "/")))
+
+
+def shown(url: str) -> str:
+    """A URL for a message: bounded, unprintables escaped, user and password masked."""
+    text = re.sub(r"//[\s\S]*@", "//***@", url.strip())
+    text = text[:200] + ("..." if len(text) > 200 else "")
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def parse_base_url(url: str) -> Origin | str:
+    """The URL's origin, or what is wrong with it. Two parsers (the stdlib's, which
+    botocore and aiohttp follow, and httpx's, which the other SDKs use) must agree on
+    host and port: a URL they read differently goes nowhere."""
+    if len(url) > MAX_URL_CHARS:
+        return f"longer than {MAX_URL_CHARS} characters"
+    if any(not ch.isprintable() or ch.isspace() or ch == "\\" for ch in url):
+        return "has spaces, control characters or backslashes"
+    try:
+        parts = urlsplit(url)
+        parsed = httpx.URL(url)
+        port = parts.port
+    except (ValueError, httpx.InvalidURL, UnicodeError) as exc:
+        return f"not a URL ({str(exc)[:200]})"
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return "expected http(s)://host[:port][/path]"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return "a base URL carries no user or password"
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        return "a base URL has no query or fragment"
+    if "%" in parts.path or any(seg in (".", "..") for seg in parts.path.split("/")):
+        # A client normalises these away: /tenant-a/../admin would leave a listed path.
+        return "a base URL's path has no '.' or '..' segments and no percent-escapes"
+    if "%" in parts.netloc:
+        return "a host is written without percent-escapes"
+    host = parsed.raw_host.decode("ascii", "replace").lower().rstrip(".")
+    default = 443 if scheme == "https" else 80
+    if parts.hostname.rstrip(".") != parsed.host.rstrip(".") or \
+            (port or default) != (parsed.port or default):
+        return "its host or port reads differently to different parsers"
+    return Origin(scheme, host, port or default, parts.path.rstrip("/"))
 
 
 def _names(value: str) -> tuple[str, ...]:
@@ -120,13 +185,12 @@ class ProviderPolicy(BaseSettings):
     @classmethod
     def _base_urls(cls, value: str) -> str:
         for entry in _names(value):
-            scheme, sep, rest = entry.partition("://")
-            if scheme.lower() not in ("http", "https") or not sep or not rest.strip("/"):
-                raise ValueError(f"{entry[:200]!r} is not a base URL: expected "
+            problem = parse_base_url(entry)
+            if isinstance(problem, str):  # one rule for listed and spec URLs
+                # Shown without what a query or fragment could hold (a token).
+                bare = entry.split("?", 1)[0].split("#", 1)[0]
+                raise ValueError(f"{shown(bare)!r}: {problem}; expected "
                                  "http(s)://host[:port][/path], comma-separated")
-            if "@" in rest.split("/", 1)[0]:
-                raise ValueError(f"{entry[:200].split('@')[-1]!r}: a listed host carries "
-                                 "no user or password")
         return value
 
     def hosts(self, provider: str) -> tuple[str, ...]:

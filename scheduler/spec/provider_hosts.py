@@ -20,13 +20,17 @@ import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from urllib.parse import urlsplit
-
-import httpx
 
 from strands_durable.addresses import literal_address, refused_address
 from strands_durable.errors import SpecError
-from strands_durable.provider_policy import ProviderPolicy, current_provider_policy, host_setting
+from strands_durable.provider_policy import (
+    Origin,
+    ProviderPolicy,
+    current_provider_policy,
+    host_setting,
+    parse_base_url,
+    shown,
+)
 from strands_durable.scheduler.spec.model import Spec
 
 __all__ = ["KEYED_PROVIDERS", "KEYLESS_PROVIDERS", "HostVerdict", "Origin", "check_provider_hosts",
@@ -52,7 +56,6 @@ DEFAULT_HOSTS: dict[str, tuple[str, ...]] = {
 }
 # An AWS region is one DNS label (us-east-1); anything else could steer the endpoint.
 _REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-MAX_URL_CHARS = 2048
 
 # `durable run --allow-host`, in that command's own context (its steps inherit it).
 _GRANTED: ContextVar[tuple[str, ...]] = ContextVar("durable_granted_hosts", default=())
@@ -67,24 +70,6 @@ def granted_hosts() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Origin:
-    """A base URL as the request will see it: scheme, host (lower case, ASCII), port and
-    path (no trailing slash)."""
-
-    scheme: str
-    host: str
-    port: int
-    path: str
-
-    def covers(self, other: Origin) -> bool:
-        """Whether a listed base URL allows `other`: same scheme, host and port, and
-        `other`'s path at or under this one's."""
-        return ((self.scheme, self.host, self.port) == (other.scheme, other.host, other.port)
-                and (not self.path or other.path == self.path
-                     or other.path.startswith(self.path + "/")))
-
-
-@dataclass(frozen=True)
 class HostVerdict:
     """`allowed`; `guarded`: connect only through the network guard (public addresses);
     `problem`: why not, one line naming what would allow it."""
@@ -92,44 +77,6 @@ class HostVerdict:
     allowed: bool
     guarded: bool = False
     problem: str = ""
-
-
-def shown(url: str) -> str:
-    """A URL for a message: bounded, unprintables escaped, user and password masked."""
-    text = re.sub(r"//[\s\S]*@", "//***@", url.strip())
-    text = text[:200] + ("..." if len(text) > 200 else "")
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
-def parse_base_url(url: str) -> Origin | str:
-    """The URL's origin, or what is wrong with it. Two parsers (the stdlib's, which
-    botocore and aiohttp follow, and httpx's, which the other SDKs use) must agree on
-    host and port: a URL they read differently goes nowhere."""
-    if len(url) > MAX_URL_CHARS:
-        return f"longer than {MAX_URL_CHARS} characters"
-    if any(not ch.isprintable() or ch.isspace() or ch == "\\" for ch in url):
-        return "has spaces, control characters or backslashes"
-    try:
-        parts = urlsplit(url)
-        parsed = httpx.URL(url)
-        port = parts.port
-    except (ValueError, httpx.InvalidURL, UnicodeError) as exc:
-        return f"not a URL ({str(exc)[:200]})"
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https") or not parts.hostname:
-        return "expected http(s)://host[:port][/path]"
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        return "a base URL carries no user or password"
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        return "a base URL has no query or fragment"
-    if "%" in parts.netloc:
-        return "a host is written without percent-escapes"
-    host = parsed.raw_host.decode("ascii", "replace").lower().rstrip(".")
-    default = 443 if scheme == "https" else 80
-    if parts.hostname.rstrip(".") != parsed.host.rstrip(".") or \
-            (port or default) != (parsed.port or default):
-        return "its host or port reads differently to different parsers"
-    return Origin(scheme, host, port or default, parts.path.rstrip("/"))
 
 
 def _listed(origin: Origin, entries: tuple[str, ...]) -> bool:
@@ -170,9 +117,9 @@ def judge_host(provider: str, host: str | None, listed: tuple[str, ...],
             "the endpoint its model id names")
         return HostVerdict(False, problem=(
             f"{provider} requests carry the fleet's credentials and go only to {own} or to a "
-            f"host the operator lists in {setting} ({', '.join(map(shown, listed)) or 'none'}), "
-            f"not to {shown(host)}; leave runtime.host out, or ask the operator to list it "
-            "(durable run on your own machine: --allow-host URL)"))
+            f"host the operator lists in {setting}, not to {shown(host)}; leave runtime.host "
+            "out, or ask the operator to list it (durable run on your own machine: "
+            "--allow-host URL)"))
     if _listed(origin, DEFAULT_HOSTS.get(provider, ())):
         return HostVerdict(True)
     address = literal_address(origin.host)
@@ -180,9 +127,28 @@ def judge_host(provider: str, host: str | None, listed: tuple[str, ...],
         return HostVerdict(False, problem=(
             f"{shown(host)} is a private, loopback or link-local address, which a spec's "
             f"{provider} host may reach only where the operator lists it in {setting} "
-            f"({', '.join(map(shown, listed)) or 'none'}) (durable run on your own machine: "
-            "--allow-host URL)"))
+            "(durable run on your own machine: --allow-host URL)"))
     return HostVerdict(True, guarded=True)
+
+
+# LiteLLM routes a request by its model id's prefix, and many routes send OPENAI_API_KEY
+# to their own endpoints (or to a URL written in the id). Without a listed proxy a spec
+# may use only these, whose endpoints are fixed and whose keys are their own.
+LITELLM_ROUTES = ("openai/", "anthropic/", "gemini/", "bedrock/")
+
+
+def model_problem(provider: str, model_id: str | None, host: str | None) -> str | None:
+    """Why `provider` may not be asked for `model_id` (a litellm id picks an endpoint)."""
+    if provider != "litellm" or not model_id:
+        return None
+    if "://" in model_id or "\\" in model_id or any(not ch.isprintable() for ch in model_id):
+        return f"{shown(model_id)!r}: a litellm model id names no URL"
+    if not host and not model_id.startswith(LITELLM_ROUTES):
+        return (f"{shown(model_id)!r}: without a runtime.host the operator lists "
+                f"(DURABLE_LITELLM_HOSTS), a litellm model id starts with one of "
+                f"{', '.join(LITELLM_ROUTES)} (other routes send the fleet's keys to "
+                "endpoints of their own)")
+    return None
 
 
 def region_problem(region: str) -> str | None:
@@ -215,3 +181,21 @@ def check_provider_hosts(spec: Spec, source: str, policy: ProviderPolicy | None 
             raise SpecError(source, "runtime.host",
                             f"agents {', '.join(map(repr, agents))} ({provider}): "
                             f"{verdict.problem}")
+        for path, model_id in _model_ids(spec, provider):
+            problem = model_problem(provider, model_id, runtime.host)
+            if problem is not None:
+                raise SpecError(source, path, problem)
+
+
+def _model_ids(spec: Spec, provider: str) -> Iterator[tuple[str, str | None]]:
+    """Each model id the spec asks `provider` for, with where it is written."""
+    for agent_id, agent in spec.agents.items():
+        if (agent.provider or spec.runtime.provider) != provider:
+            continue
+        if agent.model_id:
+            yield f"agents.{agent_id}.model_id", agent.model_id
+        else:
+            yield "runtime.model_id", spec.runtime.model_id
+    compaction = spec.context_policy.compaction if spec.context_policy else None
+    if compaction is not None and compaction.summarization_model:
+        yield "context_policy.compaction.summarization_model", compaction.summarization_model

@@ -73,7 +73,7 @@ def test_the_reproduction_is_refused_at_load_naming_field_and_setting(
 
     monkeypatch.delenv("DURABLE_OPENAI_HOSTS", raising=False)
     current_provider_policy.cache_clear()
-    with pytest.raises(SpecError, match=r"runtime\.host: .*DURABLE_OPENAI_HOSTS \(none\)"):
+    with pytest.raises(SpecError, match=r"runtime\.host: .*DURABLE_OPENAI_HOSTS, not to"):
         load_spec_data(_spec("openai", "http://127.0.0.1:39999/v1"))
 
 
@@ -330,3 +330,95 @@ def test_no_other_field_can_carry_a_url(extra: dict[str, Any]) -> None:
     with pytest.raises(SpecError) as info:
         load_spec_data(data)
     assert any(word in str(info.value) for word in ("headers", "base_url", "endpoint", "host"))
+
+
+# --- litellm: the model id picks the endpoint -------------------------------------------
+
+
+def _litellm(model_id: str, host: str | None = None, **extra: Any) -> dict[str, Any]:
+    data = _spec("litellm", host)
+    data["runtime"]["model_id"] = model_id
+    return {**data, **extra}
+
+
+@pytest.mark.parametrize("model_id", [
+    "oobabooga/http://127.0.0.1:5000", "llamafile/m", "deepinfra/meta-llama/x", "gpt-4o",
+    "lemonade/m", "openai/http://x", "hosted_vllm/m",
+])
+def test_a_litellm_model_id_without_a_listed_proxy_names_a_fixed_route(model_id: str) -> None:
+    with pytest.raises(SpecError, match=r"runtime\.model_id: .*litellm model id"):
+        load_spec_data(_litellm(model_id))
+    with pytest.raises(ProviderError, match="model_id"):
+        build_model(ModelConfig(provider="litellm", agent_id="a", model_id=model_id),
+                    ProviderPolicy())
+
+
+def test_litellm_routes_with_fixed_endpoints_or_a_listed_proxy_load(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for model_id in ("openai/gpt-4o", "anthropic/claude-x", "gemini/gemini-2.5-pro",
+                     "bedrock/anthropic.claude-3:0"):
+        load_spec_data(_litellm(model_id))
+    # Behind the operator's LiteLLM proxy any route name is the proxy's business, but a
+    # URL in the id still goes nowhere (a route may prefer it over the proxy).
+    policy = ProviderPolicy(litellm_hosts="https://litellm.internal")
+    spec = load_spec_data(_spec("scripted", None)).spec
+    runtime = spec.runtime.model_copy(update={"provider": "litellm", "host":
+                                              "https://litellm.internal", "model_id": "my-m"})
+    check_provider_hosts(spec.model_copy(update={"runtime": runtime}), "s", policy, ())
+    runtime = runtime.model_copy(update={"model_id": "oobabooga/http://127.0.0.1:1"})
+    with pytest.raises(SpecError, match="names no URL"):
+        check_provider_hosts(spec.model_copy(update={"runtime": runtime}), "s", policy, ())
+
+
+def test_a_summarization_model_is_held_to_the_same_rule() -> None:
+    data = _litellm("openai/gpt-4o", context_policy={"compaction": {
+        "enabled": True, "summarization_model": "llamafile/m"}})
+    with pytest.raises(SpecError, match=r"context_policy\.compaction\.summarization_model"):
+        load_spec_data(data)
+
+
+@pytest.mark.parametrize("host", ["http://10.1.2.3/tenant-a/../admin",
+                                  "http://10.1.2.3/tenant-a/./x", "http://10.1.2.3/tenant-a/%2e%2e"])
+def test_dot_segments_cannot_leave_a_listed_path(host: str) -> None:
+    policy = ProviderPolicy(openai_hosts="http://10.1.2.3/tenant-a")
+    with pytest.raises(SpecError, match="segments"):
+        _check("openai", host, policy)
+
+
+def test_a_refusal_names_the_setting_but_not_what_it_lists() -> None:
+    policy = ProviderPolicy(openai_hosts="https://gw.corp.internal/openai")
+    with pytest.raises(SpecError) as info:
+        _check("openai", "https://attacker.example/v1", policy)
+    assert "DURABLE_OPENAI_HOSTS" in str(info.value) and "corp.internal" not in str(info.value)
+
+
+async def test_a_keyless_servers_guarded_requests_carry_no_credentials() -> None:
+    """ollama's SDK sends OLLAMA_API_KEY to any host it is given: through the guard a
+    spec's host gets no credential header at all (a loopback server stands in for it,
+    reachable here because this Reach lists 127.0.0.1)."""
+    from http.server import BaseHTTPRequestHandler
+
+    import httpx
+    from helpers import send_json, serve_http
+
+    from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
+
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            send_json(self, 200, {})
+
+    with serve_http(Handler) as port:
+        transport = guarded_async_transport(Reach(("127.0.0.1",), "X"), strip_credentials=True)
+        async with httpx.AsyncClient(transport=transport) as client:
+            r = await client.get(f"http://127.0.0.1:{port}/api/chat", headers={
+                "Authorization": "Bearer k", "x-api-key": "k", "X-Goog-Api-Key": "k",
+                "Accept": "application/json"})
+    assert r.status_code == 200 and len(seen) == 1
+    assert {"authorization", "x-api-key", "x-goog-api-key"}.isdisjoint(seen[0])
+    assert seen[0]["accept"] == "application/json"

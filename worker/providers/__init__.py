@@ -18,7 +18,12 @@ from strands.models.model import Model
 from strands_durable.errors import ProviderError
 from strands_durable.provider_policy import ProviderPolicy, current_provider_policy
 from strands_durable.providers import PROVIDERS
-from strands_durable.scheduler.spec.provider_hosts import granted_hosts, judge_host, region_problem
+from strands_durable.scheduler.spec.provider_hosts import (
+    granted_hosts,
+    judge_host,
+    model_problem,
+    region_problem,
+)
 from strands_durable.worker.providers.config import Builder, ModelConfig
 from strands_durable.worker.providers.transient import is_transient
 
@@ -50,4 +55,7 @@ def build_model(cfg: ModelConfig, policy: ProviderPolicy | None = None) -> Model
     verdict = judge_host(cfg.provider, cfg.host, policy.hosts(cfg.provider), granted_hosts())
     if not verdict.allowed:
         raise ProviderError(f"agent {cfg.agent_id!r}: runtime.host: {verdict.problem}")
+    problem = model_problem(cfg.provider, cfg.model_id, cfg.host)
+    if problem is not None:
+        raise ProviderError(f"agent {cfg.agent_id!r}: model_id: {problem}")
     return build(replace(cfg, guarded=verdict.guarded))

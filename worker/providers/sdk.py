@@ -39,6 +39,8 @@ def load_class(cfg: ModelConfig, module_name: str, class_name: str, extra: str |
 
 def guarded_transport(cfg: ModelConfig) -> httpx.AsyncHTTPTransport:
     """For a keyless server a spec names: public addresses only, checked and pinned
-    where each connection opens (redirects too); the provider's DURABLE_<P>_HOSTS lists
-    the private ones it may reach, and a listed host never gets here."""
-    return guarded_async_transport(Reach((), host_setting(cfg.provider)))
+    where each connection opens (redirects too), and no credential header; the provider's
+    DURABLE_<P>_HOSTS lists the private ones it may reach (and where a key may go), and a
+    listed host never gets here."""
+    return guarded_async_transport(Reach((), host_setting(cfg.provider)),
+                                   strip_credentials=True)

@@ -223,18 +223,33 @@ class _GuardedAsyncBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+# Headers that carry a credential: a keyless server a spec names gets none of them.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key",
+                      "x-goog-api-key")
+
+
 class _GuardedAsyncTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, strip_credentials: bool) -> None:
         super().__init__(trust_env=False)  # no proxy that would bypass the check
         self._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(),
                                                   network_backend=_GuardedAsyncBackend(policy))
+        self._strip = strip_credentials
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._strip:
+            for name in CREDENTIAL_HEADERS:
+                request.headers.pop(name, None)
+        return await super().handle_async_request(request)
 
 
-def guarded_async_transport(policy: Policy) -> httpx.AsyncHTTPTransport:
+def guarded_async_transport(policy: Policy, *, strip_credentials: bool = False
+                            ) -> httpx.AsyncHTTPTransport:
     """An httpx async transport whose every connection (redirect hops and re-used
     connections included) goes only to addresses the policy allows, checked where the
-    socket is opened; ToolRefused otherwise."""
-    return _GuardedAsyncTransport(policy)
+    socket is opened; ToolRefused otherwise. `strip_credentials`: requests lose every
+    credential header first (a keyless server's SDK may still add one: ollama sends
+    OLLAMA_API_KEY to any host it is given)."""
+    return _GuardedAsyncTransport(policy, strip_credentials)
 
 
 def _decoder(encoding: str) -> Callable[[bytes, int], bytes]:
