@@ -29,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from strands_durable import provider_policy
 from strands_durable import settings as settings_module
 from strands_durable.api.errors import ApiError, domain_error
 from strands_durable.errors import DurableError, Overloaded
@@ -78,9 +79,10 @@ def _adopt(environ: Mapping[str, str]) -> None:
         return
     os.environ.clear()
     os.environ.update(environ)
-    for name, value in vars(settings_module).items():
-        if name.startswith("current_") and hasattr(value, "cache_clear"):
-            value.cache_clear()
+    for module in (settings_module, provider_policy):
+        for name, value in vars(module).items():
+            if name.startswith("current_") and hasattr(value, "cache_clear"):
+                value.cache_clear()
 
 
 def _run_here(work: Callable[[A], R], arg: A, environ: dict[str, str]

@@ -177,3 +177,19 @@ async def test_a_keyless_host_that_resolves_to_loopback_is_refused_where_it_conn
     error = (await store.get_session(sid)).error or ""
     assert "127.0.0.1" in error and host_setting(provider) in error, error
     assert listener.requests == []
+
+
+@pytest.mark.usefixtures("fleet_keys")
+async def test_a_host_listed_later_is_honoured_by_the_api_at_once(
+        listener: Listener, settings: DurableSettings,
+        allow_provider_host: Callable[[str, str], None]) -> None:
+    """The API's render process reads the policy the API has now, not the one it read
+    first (one render process: the same one answers both)."""
+    from apihelp import asgi_client, make_app
+
+    body = {"spec": SPEC.format(provider="openai", host=listener.url())}
+    async with asgi_client(make_app(settings, api_render_workers=1)) as client:
+        assert (await client.post("/v1/sessions", json=body)).status_code == 422
+        allow_provider_host("openai", listener.url(""))
+        r = await client.post("/v1/sessions", json=body)
+        assert r.status_code == 201, r.text
