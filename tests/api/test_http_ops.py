@@ -3,7 +3,7 @@ the failing model is a real (tiny) Ollama server whose model gets pulled mid-tes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -38,8 +38,9 @@ pattern:
 
 
 @pytest.fixture
-def ollama() -> Iterator[FakeOllama]:
+def ollama(allow_provider_host: Callable[[str, str], None]) -> Iterator[FakeOllama]:
     with fake_ollama() as server:
+        allow_provider_host("ollama", server.url)
         yield server
 
 

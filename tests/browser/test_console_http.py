@@ -20,6 +20,7 @@ from fastapi import FastAPI
 
 from strands_durable.api.console import auth
 from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
@@ -238,3 +239,17 @@ async def test_a_non_ascii_csrf_field_is_a_403_page(browser: httpx.AsyncClient) 
     sid = "00000000-0000-4000-8000-000000000000"
     r = await browser.post(f"/ui/sessions/{sid}/cancel", data={"csrf": "é" * 64})
     assert r.status_code == 403 and "csrf_failed" in r.text
+
+
+async def test_the_fleet_page_shows_a_worker_declared_dead(
+        store: Store, browser: httpx.AsyncClient) -> None:
+    """Fast failover's declaration (store/lua/declare_dead.lua) on the fleet page: after
+    how long a silence, by whom; the dead worker is not alive."""
+    await store.redis.hset(store.keys.beats(0), "w-dead", "41")
+    found = await store.declare_dead(0, "w-dead", "41", by="w-live", silent_ms=3_000,
+                                     idle_ms=60_000, now_iso="2026-01-01T00:00:00.000Z",
+                                     detail="no beat")
+    assert found is not None and found.entries == ()
+    html = (await browser.get("/ui/fleet")).text
+    row = next(r for r in html.split("<tr>") if "w-dead" in r)
+    assert "after 3.0s silent, by w-live" in row and "gone" in row

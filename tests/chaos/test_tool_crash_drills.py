@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +48,10 @@ def spec(llm: ToolLLM) -> dict[str, Any]:
 
 
 @pytest.fixture
-def llm() -> Iterator[ToolLLM]:
+def llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[ToolLLM]:
     state = ToolLLM(calls=CALLS)
     server, thread = serve(state)
+    allow_provider_host("openai", state.url("/v1"))  # before any worker starts
     yield state
     stop(server, thread, state)
 

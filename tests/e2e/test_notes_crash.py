@@ -37,9 +37,10 @@ pattern:
 
 
 @pytest.fixture
-def llm() -> Iterator[ToolLLM]:
+def llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[ToolLLM]:
     state = ToolLLM(calls=0)  # no tools: every request is answered with a reply
     server, thread = serve(state)
+    allow_provider_host("openai", state.url("/v1"))  # before any worker or CLI starts
     yield state
     stop(server, thread)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,8 +62,10 @@ def spec_file(tmp_path: Path, text: str, name: str = "spec.yaml", **subs: object
 
 
 @pytest.fixture
-def ollama() -> Iterator[FakeOllama]:
+def ollama(allow_provider_host: Callable[[str, str], None]) -> Iterator[FakeOllama]:
+    """The fake, listed in DURABLE_OLLAMA_HOSTS for the workers and CLIs started after it."""
     with fake_ollama() as server:
+        allow_provider_host("ollama", server.url)
         yield server
 
 

@@ -6,7 +6,7 @@ and leaves the original untouched."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
@@ -110,8 +110,9 @@ async def worker(settings: DurableSettings, store: Store) -> AsyncIterator[Worke
 
 
 @pytest.fixture
-def ollama() -> Iterator[FakeOllama]:
+def ollama(allow_provider_host: Callable[[str, str], None]) -> Iterator[FakeOllama]:
     with fake_ollama() as server:
+        allow_provider_host("ollama", server.url)
         yield server
 
 

@@ -12,7 +12,7 @@ records every request: what each model call was sent is what the agent got back.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,9 +82,11 @@ def openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def llm(openai_key: None) -> Iterator[ChattyLLM]:
+def llm(openai_key: None, allow_provider_host: Callable[[str, str], None]
+        ) -> Iterator[ChattyLLM]:
     state = ChattyLLM(calls=0)
     server, thread = serve(state)
+    allow_provider_host("openai", state.url("/v1"))
     yield state
     stop(server, thread, state)
 

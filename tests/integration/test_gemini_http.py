@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +38,13 @@ KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGemini]:
+def fake(monkeypatch: pytest.MonkeyPatch, allow_provider_host: Callable[[str, str], None]
+         ) -> Iterator[FakeGemini]:
     for name in KEY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
     with fake_gemini() as server:
+        allow_provider_host("gemini", server.url)
         yield server
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -129,10 +129,12 @@ def _openai_events(model: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
+def fake_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[FakeLLM]:
     state = FakeLLM()
     with serve_http(_handler(state), release=state.released) as port:
         state.port = port
+        allow_provider_host("openai", state.url("/v1"))
+        allow_provider_host("ollama", state.url())
         yield state
 
 

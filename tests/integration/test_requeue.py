@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from fake_ollama import FakeOllama, fake_ollama
@@ -69,8 +69,9 @@ pattern:
 
 
 @pytest.fixture
-def ollama() -> Iterator[FakeOllama]:
+def ollama(allow_provider_host: Callable[[str, str], None]) -> Iterator[FakeOllama]:
     with fake_ollama() as server:
+        allow_provider_host("ollama", server.url)
         yield server
 
 

@@ -6,7 +6,7 @@ wire APIs, faked locally), and tool events reach the session's history."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +77,11 @@ async def test_delete_removes_every_journal(store: Store) -> None:
 
 # -- whole sessions: the in-process worker ------------------------------------------
 @pytest.fixture
-def llm() -> Iterator[ToolLLM]:
+def llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[ToolLLM]:
     state = ToolLLM(calls=2)
     server, thread = serve(state)
+    allow_provider_host("openai", state.url("/v1"))
+    allow_provider_host("ollama", state.url())
     yield state
     stop(server, thread)
 
