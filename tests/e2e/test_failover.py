@@ -95,6 +95,12 @@ async def test_a_killed_workers_steps_run_again_because_it_was_declared_dead(
         assert again["step"] == "step:1" and again["worker"] != held[sid]
         assert again["detail"] == f"after {held[sid]} was declared dead"
         delays.append(iso_s(again["at"]) - killed)
+    # `durable workers` shows the declaration and how its steps fared.
+    (name,) = set(held.values())
+    (dead,) = [w for w in fleet.cli_json("workers") if w["consumer"] == name]
+    death = dead["declared_dead"]
+    assert dead["alive"] is False and death["steps"] == death["rerun"] == len(held)
+    assert "steps re-run" in fleet.cli("workers").stdout
     print(f"{len(delays)} step(s) of the killed worker started again "
           f"{min(delays):.2f}-{max(delays):.2f}s after the kill (the settings' bound: "
           f"{bound_s(settings):.1f}s; claim_idle_ms: {settings.claim_idle_ms / 1000:.0f}s)")
