@@ -24,9 +24,8 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
 from strands.models.model import Model
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
@@ -37,12 +36,12 @@ from strands_durable.errors import Unavailable
 from strands_durable.provider_policy import CapacityPolicy
 from strands_durable.store.capacity import DeclaredLimits, ProviderKey
 from strands_durable.store.store import Store
+from strands_durable.worker.model_wrapper import ModelWrapper
 from strands_durable.worker.providers.transient import Throttle, throttle_of
 
 __all__ = ["CapacityExhausted", "CapacityGate", "CapacityModel", "Lease", "estimate_tokens"]
 
 log = logging.getLogger("durable.worker")
-T = TypeVar("T", bound=BaseModel)
 
 # Providers with an account to share; `scripted` has none.
 LIMITED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "bedrock", "litellm", "ollama",
@@ -181,27 +180,16 @@ def _reason_text(reason: str) -> str:
             "tokens_per_minute": "the tokens-per-minute limit"}.get(reason, reason)
 
 
-class CapacityModel(Model):
+class CapacityModel(ModelWrapper):
     """A provider model whose every request takes its turn on the fleet's capacity."""
 
     def __init__(self, inner: Model, gate: CapacityGate, key: ProviderKey,
                  max_tokens: int | None = None, on_wait: OnWait | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.gate = gate
         self.key = key
         self.max_tokens = max_tokens
         self.on_wait = on_wait
-
-    def update_config(self, **model_config: Any) -> None:
-        self.inner.update_config(**model_config)
-
-    def get_config(self) -> Any:
-        return self.inner.get_config()
-
-    def structured_output(self, output_model: type[T], prompt: Messages,
-                          system_prompt: str | None = None,
-                          **kwargs: Any) -> AsyncGenerator[dict[str, T | Any], None]:
-        return self.inner.structured_output(output_model, prompt, system_prompt, **kwargs)
 
     async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
                      system_prompt: str | None = None,

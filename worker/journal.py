@@ -23,9 +23,8 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel
 from strands.models.model import Model
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
@@ -34,10 +33,10 @@ from strands.types.tools import ToolResult, ToolSpec
 from strands_durable import metrics
 from strands_durable.errors import Conflict
 from strands_durable.models import Event
+from strands_durable.worker.model_wrapper import ModelWrapper
 
 log = logging.getLogger("durable.worker")
 
-T = TypeVar("T", bound=BaseModel)
 
 # Writes one journal field (or, with field '', only events); False: the lease is gone.
 JournalWriter = Callable[[str, str, Sequence[Event]], Awaitable[bool]]
@@ -104,23 +103,12 @@ class StepJournal:
         return True
 
 
-class JournaledModel(Model):
+class JournaledModel(ModelWrapper):
     """The step's model, turn by turn through the journal."""
 
     def __init__(self, inner: Model, journal: StepJournal) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.journal = journal
-
-    def update_config(self, **model_config: Any) -> None:
-        self.inner.update_config(**model_config)
-
-    def get_config(self) -> Any:
-        return self.inner.get_config()
-
-    def structured_output(self, output_model: type[T], prompt: Messages,
-                          system_prompt: str | None = None,
-                          **kwargs: Any) -> AsyncGenerator[dict[str, T | Any], None]:
-        return self.inner.structured_output(output_model, prompt, system_prompt, **kwargs)
 
     async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
                      system_prompt: str | None = None,
