@@ -144,8 +144,8 @@ async def test_a_killed_durable_run_is_declared_dead_and_the_fleet_finishes_its_
     a step, the fleet's worker finishes the session at once: it reads the step's entry
     as new (the run takes its entries without moving the group past them), or takes it
     from the run once it declares the run dead, whichever comes first; never after
-    claim_idle_ms. (tests/integration/test_failover.py has the run's consumer declared
-    dead holding an entry only a declaration frees, and declaring a worker dead.)"""
+    claim_idle_ms. (tests/integration/test_failover_in_process.py has the run's consumer
+    declared dead holding an entry only a declaration frees, and declaring a worker dead.)"""
     fleet = fleet_factory(**NO_IDLE_CLAIM)
     breakpoints = StepBreakpoints(Path(fleet.env["DURABLE_BREAKPOINT_DIR"]))
     breakpoints.set("chain-research", "step:1")
