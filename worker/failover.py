@@ -141,15 +141,17 @@ class BeatThread(threading.Thread):
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody to tell
             self.loop.call_soon_threadsafe(fn, *args)
 
+    # Debug only: the consumer already logs one line when Redis goes and one when it is
+    # back (store/outage.py); an operator reads one outage, not one per thread.
     def _trouble(self, exc: Exception) -> None:
         if not self._failing:
             self._failing = True
-            log.warning("beats of %s: Redis unavailable (%s); beating on", self.consumer, exc)
+            log.debug("beats of %s: Redis unreachable (%s); beating on", self.consumer, exc)
 
     def _recovered(self) -> None:
         if self._failing:
             self._failing = False
-            log.info("beats of %s: Redis is back", self.consumer)
+            log.debug("beats of %s: Redis reachable again", self.consumer)
 
 
 def announce(silent: Silent, entries: int, shard: int, by: str, role: str) -> None:
