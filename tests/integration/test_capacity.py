@@ -75,14 +75,14 @@ async def test_a_throttle_backs_off_the_whole_fleet_and_halves_once_per_window(
     limits = DeclaredLimits()
     for i in range(20):  # the fleet sends 20 requests, nothing declared or learned
         assert (await _take(store, limits, f"l{i}")).granted
-    rpm, in_flight = await store.capacity_throttled(KEY, "l0", 2_000, 0, 0.7, 1)
+    rpm, in_flight = await store.capacity_throttled(KEY, "l0", 60_000, 0, 0.7, 1)
     assert rpm > 0 and in_flight == 14  # 20 in flight when it came (itself too): 0.7 of it
     # Every caller now waits out the shared backoff, whoever asks.
     refused = await _take(store, limits, "new")
     assert not refused.granted and refused.reason == "backoff"
     # Nineteen more throttles of the same burst decrease nothing further.
     for i in range(1, 20):
-        again = await store.capacity_throttled(KEY, f"l{i}", 2_000, 0, 0.7, 1)
+        again = await store.capacity_throttled(KEY, f"l{i}", 60_000, 0, 0.7, 1)
         assert again == (rpm, in_flight)
     states = {s.key: s for s in await store.capacity_states()}
     assert states == {} or KEY not in states  # registered only by a gate
