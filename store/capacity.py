@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 from strands_durable.models import now_ms
 from strands_durable.store.base import StoreBase
@@ -30,7 +31,7 @@ class ProviderKey:
     model: str
     host: str = ""  # '' : the SDK's default endpoint
 
-    @property
+    @cached_property  # asked several times for each model request
     def digest(self) -> str:
         raw = f"{self.provider}\0{self.model}\0{self.host}".encode()
         return hashlib.sha256(raw).hexdigest()[:16]
