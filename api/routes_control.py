@@ -18,8 +18,8 @@ from strands_durable.api.schemas import (
     error_responses,
 )
 from strands_durable.api.submission import Submitted, load_only
-from strands_durable.scheduler.operations import control
-from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
+from strands_durable.sessions import control
+from strands_durable.sessions.checkpoints import fork_from_checkpoint
 
 router = APIRouter(prefix="/v1/sessions", tags=["control"])
 

@@ -16,12 +16,12 @@ from strands_durable.api.schemas import (
     SessionIdPath,
     error_responses,
 )
-from strands_durable.scheduler.operations.checkpoints import (
+from strands_durable.sessions.checkpoints import (
     CheckpointDetail,
     get_checkpoint,
     list_checkpoints,
 )
-from strands_durable.scheduler.operations.requeue import requeue as do_requeue
+from strands_durable.sessions.requeue import requeue as do_requeue
 
 router = APIRouter(prefix="/v1/sessions", tags=["operations"])
 

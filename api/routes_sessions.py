@@ -34,9 +34,9 @@ from strands_durable.api.schemas import (
 )
 from strands_durable.api.submission import Submitted, plan_submitted
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.deletion import delete_session
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.status import SessionDetail, session_status, summary
+from strands_durable.sessions.deletion import delete_session
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.status import SessionDetail, session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

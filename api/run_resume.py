@@ -17,11 +17,11 @@ from typing import Any
 
 from strands_durable.errors import LockNotAcquired
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.operations.autoresume import find_resumable
-from strands_durable.scheduler.operations.cleanup import cleanup_sessions
-from strands_durable.scheduler.operations.control import resume
-from strands_durable.scheduler.spec.loader import LoadedSpec
+from strands_durable.sessions.autoresume import find_resumable
+from strands_durable.sessions.cleanup import cleanup_sessions
+from strands_durable.sessions.control import resume
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import LoadedSpec
 from strands_durable.store.connect import MEMORY_URL, is_local, open_store
 from strands_durable.store.store import SessionRecord, Store
 from strands_durable.worker.embedded import RunOutcome, run_here
@@ -33,7 +33,7 @@ CLEANUP_BATCH = 100  # a run deletes at most this many old sessions before it st
 
 @dataclass(frozen=True)
 class ResumeChanges:
-    """What `durable resume` may change on the way (see scheduler/operations/control.py)."""
+    """What `durable resume` may change on the way (see sessions/control.py)."""
 
     variables: Mapping[str, Any] = field(default_factory=dict)
     hitl_response: str | None = None

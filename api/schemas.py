@@ -13,9 +13,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from strands_durable.api.errors import ERROR_CODES
 from strands_durable.errors import InvalidId
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.checkpoints import Checkpoint
-from strands_durable.scheduler.operations.status import SessionSummary
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.sessions.checkpoints import Checkpoint
+from strands_durable.sessions.status import SessionSummary
+from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.keys import (
     MAX_NAME_CHARS,
     MAX_TOKEN_CHARS,

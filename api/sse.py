@@ -12,7 +12,7 @@ from typing import Any
 
 from strands_durable.api.errors import REDIS_DOWN, error_body
 from strands_durable.errors import SessionNotFound
-from strands_durable.scheduler.operations.history import Idle, event_doc, follow_events
+from strands_durable.sessions.history import Idle, event_doc, follow_events
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.api")

@@ -15,15 +15,15 @@ from typing import Any
 
 from strands_durable.api.errors import ApiError
 from strands_durable.api.limits import too_large
-from strands_durable.scheduler.operations.start import new_session
-from strands_durable.scheduler.spec.loader import (
+from strands_durable.sessions.start import new_session
+from strands_durable.settings import Limits, current_limits
+from strands_durable.spec.loader import (
     LoadedSpec,
     check_data_shape,
     load_spec_data,
     load_spec_text,
 )
-from strands_durable.scheduler.spec.script import ScriptConfig
-from strands_durable.settings import Limits, current_limits
+from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.records import NewSession
 
 SOURCE = "spec"  # what SpecError messages name as the file: "spec: <path>: <problem>"

@@ -47,9 +47,9 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
                     ) -> dict[str, Any]:
     from strands_durable.models import SessionStatus
     from strands_durable.provider_policy import current_provider_policy
-    from strands_durable.scheduler.operations.start import start_session
-    from strands_durable.scheduler.spec.loader import load_spec_text
+    from strands_durable.sessions.start import start_session
     from strands_durable.settings import DurableSettings
+    from strands_durable.spec.loader import load_spec_text
     from strands_durable.store.connect import open_store
 
     prefix = f"cap{mode}{os.getpid()}"

@@ -30,7 +30,7 @@ from bench.redis_stats import RedisSnapshot
 from bench.specs import chain_spec
 from bench.throughput import WORKER_START_TIMEOUT_S, BenchError, _wait, fresh_prefix
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store

@@ -24,7 +24,7 @@ from bench.integrity import CommittedTwice, Footprint, check_once, completed_ses
 from bench.specs import chain_spec
 from bench.throughput import BenchError, fresh_prefix
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import CommitOutcome, CommitRequest, Store

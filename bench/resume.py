@@ -5,7 +5,7 @@ Chains of `committed + 10` steps run on one in-process StepConsumer (bench_noop)
 before step `committed` of a session commits, the bench pauses the session (as an
 operator would, `pause()`), so that commit lands on a paused session and holds its next
 step back. Once every session is paused at exactly `committed` steps, each is resumed in
-turn (`scheduler.operations.control.resume`, what `durable resume` and the API call):
+turn (`sessions.control.resume`, what `durable resume` and the API call):
 the time runs from the call to the moment the worker's executor is called for the held
 step, after its gate (step_started written). The sessions then run to the end and are
 checked for exactly-once like every other run.
@@ -22,7 +22,7 @@ from bench.integrity import Footprint
 from bench.latency import checked, create_sessions, percentile, step_number, wait_done
 from bench.throughput import BenchError, fresh_prefix
 from strands_durable.models import SessionStatus, StepJob
-from strands_durable.scheduler.operations.control import pause, resume
+from strands_durable.sessions.control import pause, resume
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import CommitOutcome, CommitRequest, Store

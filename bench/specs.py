@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
 from strands_durable.settings import current_limits
+from strands_durable.spec.loader import LoadedSpec, load_spec_text
 
 CHAIN = """\
 version: 0

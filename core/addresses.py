@@ -2,7 +2,7 @@
 
 One rule for every guard that keeps a spec's text away from the fleet's own network:
 the HTTP tools' network guard (worker/tools/net_guard.py) and the model provider hosts a
-spec may name (scheduler/spec/provider_hosts.py).
+spec may name (spec/provider_hosts.py).
 """
 
 from __future__ import annotations

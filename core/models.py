@@ -68,7 +68,7 @@ class EventType(StrEnum):
     SESSION_COMPLETED = "session_completed"
     SESSION_FAILED = "session_failed"
     SESSION_CANCELLED = "session_cancelled"
-    SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/role/watchdog.py)
+    SESSION_STUCK = "session_stuck"  # the scheduler saw no progress (scheduler/watchdog.py)
     # A worker holding the step stopped beating; the step runs again elsewhere
     # (store/lua/declare_dead.lua).
     WORKER_DECLARED_DEAD = "worker_declared_dead"

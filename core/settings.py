@@ -18,7 +18,7 @@ from strands_durable.provider_policy import (
     CapacityPolicy,
     ProviderPolicy,
 )
-from strands_durable.store.redis_url import Timeouts, parse_redis_url, redact
+from strands_durable.redis_targets import Timeouts, parse_redis_url, redact
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # memory:// is the in-process store of `durable run`; the +sentinel ones go through Sentinel.
@@ -174,7 +174,7 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     conversation_window: int = Field(default=0, ge=0)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
-    # Observability and the scheduler role (core/metrics/, scheduler/role/service.py).
+    # Observability and the scheduler role (metrics/, scheduler/service.py).
     metrics_port: int = Field(default=9464, ge=0, le=65535)  # worker/scheduler /metrics; 0 = off
     # Where /metrics listens: loopback unless told (the container image sets 0.0.0.0 for
     # a Prometheus in another container or pod).

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from strands_durable.redis_targets import Timeouts
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, as_str_map
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
 from strands_durable.store.liveness import HOLDER, KEEP_DECLARATIONS_MS, Declaration
-from strands_durable.store.redis_url import Timeouts, sync_redis_client
+from strands_durable.store.redis_url import sync_redis_client
 from strands_durable.store.script_library import flatten, script_source
 from strands_durable.store.script_operator import (
     BeatArgs,

@@ -1,6 +1,6 @@
 """The fleet's state in Redis: workers' heartbeats, the consumers of each shard's
 group (and retiring them), and the one pipelined read behind the fleet gauges
-(core/metrics/fleet.py)."""
+(metrics/fleet.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from redis import Redis as SyncClient
 from redis.exceptions import ResponseError
 
 from strands_durable.models import SessionStatus
+from strands_durable.redis_targets import Timeouts
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, as_str_map
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
-from strands_durable.store.redis_url import Timeouts, sync_redis_client
+from strands_durable.store.redis_url import sync_redis_client
 from strands_durable.store.script_operator import RetireConsumerArgs
 from strands_durable.store.script_step import StreamKeys
 

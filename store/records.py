@@ -26,7 +26,7 @@ class NewSession:
     created_at: str
     created_ms: int
     idempotency_key: str | None = None
-    request_digest: str = ""  # what the idempotency key is bound to (scheduler/operations/start.py)
+    request_digest: str = ""  # what the idempotency key is bound to (sessions/start.py)
     error: str = ""
     paused_reason: str = ""
     waiting: Sequence[dict[str, Any]] = ()

@@ -111,7 +111,7 @@ class SessionReads(StoreBase):
                 continue  # deleted between the index read and now
         return records
 
-    # -- what requeue and fork read (scheduler/operations/{requeue,checkpoints}.py) -----
+    # -- what requeue and fork read (sessions/{requeue,checkpoints}.py) -----
     async def failed_jobs(self, session_id: str) -> dict[str, str]:
         """Step key -> the job JSON of each step that failed for good (or dead-lettered)."""
         return as_str_map(await self.redis.hgetall(self.keys.failed_jobs(session_id)))

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 # One private redis-server implementation for tests and benchmarks.
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
-from strands_durable.scheduler.operations.status import session_status
+from strands_durable.sessions.status import session_status
 from strands_durable.store.store import Store
 from strands_durable.worker.faults import HITS_SUFFIX, breakpoint_name
 

@@ -24,8 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.store import Store
 from strands_durable.worker.telemetry import TRACING
 

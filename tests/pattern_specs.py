@@ -10,8 +10,8 @@ from typing import Any
 
 from helpers import FIXTURES
 
-from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.spec.loader import LoadedSpec, load_spec_text
+from strands_durable.spec.script import ScriptConfig
 
 SHARED = FIXTURES / "strands-cli"
 

@@ -15,7 +15,7 @@ from helpers import RedisServer, poll_until, random_prefix, status_doc, wait_for
 from pattern_specs import PatternCase
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store

@@ -21,15 +21,11 @@ from arq.connections import ArqRedis, RedisSettings
 from pydantic import ValidationError
 
 from strands_durable.errors import ConfigError, RedisUrlError
+from strands_durable.redis_targets import is_cluster_url, redact
 from strands_durable.settings import DurableSettings, describe_settings_error
 from strands_durable.store.connect import RefusingPool
 from strands_durable.store.outage import RedisOutage, outage_client_kwargs
-from strands_durable.store.redis_url import (
-    arq_redis_settings,
-    async_redis_client,
-    is_cluster_url,
-    redact,
-)
+from strands_durable.store.redis_url import arq_redis_settings, async_redis_client
 from strands_durable.worker.stop_watchdog import StopWatchdog
 
 if TYPE_CHECKING:

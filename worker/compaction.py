@@ -48,7 +48,7 @@ from strands.models.model import Model
 from strands.types.content import Message, Messages
 from strands.types.exceptions import ContextWindowOverflowException
 
-from strands_durable.scheduler.spec.sections import Compaction as CompactionPolicy
+from strands_durable.spec.sections import Compaction as CompactionPolicy
 from strands_durable.store.records import Compaction
 from strands_durable.worker.agent_call import with_retries
 

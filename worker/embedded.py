@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.planning.advance import FINAL_RESPONSE
-from strands_durable.scheduler.spec.loader import LoadedSpec
-from strands_durable.scheduler.spec.telemetry import local_run
+from strands_durable.planning.advance import FINAL_RESPONSE
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import LoadedSpec
+from strands_durable.spec.telemetry import local_run
 from strands_durable.store.connect import MEMORY_URL, is_local, open_store, session_settings
 from strands_durable.store.store import SessionRecord, Store
 from strands_durable.worker.runner import Interrupts, RunnerConsumer, interruptible, runner_lock

@@ -19,8 +19,8 @@ from strands.types.tools import AgentTool
 
 from strands_durable.errors import StepFailed
 from strands_durable.models import Event, EventType, StepJob, now_iso
-from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.model import Spec
 from strands_durable.store.capacity import ProviderKey
 from strands_durable.store.records import Compaction
 from strands_durable.store.store import Store

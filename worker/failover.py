@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from strands_durable import metrics
 from strands_durable.models import now_iso
+from strands_durable.redis_targets import Timeouts
 from strands_durable.store.connect import MEMORY_URL
 from strands_durable.store.failover import BeatWire
 from strands_durable.store.liveness import (
@@ -39,7 +40,6 @@ from strands_durable.store.liveness import (
     declaration_detail,
 )
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
-from strands_durable.store.redis_url import Timeouts
 
 if TYPE_CHECKING:
     from strands_durable.worker.consumer import StepConsumer

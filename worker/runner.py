@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from strands_durable.errors import DurableError, LockLost
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.operations.control import pause
+from strands_durable.sessions.control import pause
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.runner_lock import RunnerLock
 from strands_durable.store.store import SessionRecord, Store

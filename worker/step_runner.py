@@ -7,7 +7,7 @@ from the fresh state (the step is not run again). Planning renders the next step
 templates, CPU work a spec controls: it runs on the event loop while its renders stay
 within a few milliseconds, else in a thread, bounded by DURABLE_RENDER_TIMEOUT_S per
 template, while the event loop keeps renewing the step's lease and serving the
-worker's other steps (scheduler/planning/inline.py). A render over a limit fails the
+worker's other steps (planning/inline.py). A render over a limit fails the
 session once, naming the step and the limit; it is not a transient error to retry.
 """
 
@@ -33,12 +33,12 @@ from strands_durable.models import (
     now_iso,
     now_ms,
 )
-from strands_durable.scheduler.operations.status import parse_spec
-from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
-from strands_durable.scheduler.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
-from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.render_guard import LoopBudgetSpent, on_the_loop
+from strands_durable.planning.advance import Snapshot, plan_commit
+from strands_durable.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
+from strands_durable.sessions.status import parse_spec
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.model import Spec
+from strands_durable.spec.render_guard import LoopBudgetSpent, on_the_loop
 from strands_durable.store.records import GateOutcome, TakenEntry
 from strands_durable.store.store import CommitRequest, Store
 from strands_durable.worker import retry_policy
@@ -204,7 +204,7 @@ class StepRunner:
     async def _plan(self, shard: int, entry_id: str, digest: str,
                     plan: Callable[[Mapping[str, StepResult]], CommitRequest],
                     cache: SessionCache) -> CommitRequest:
-        """`plan` on the loop within LOOP_BUDGET_S when the spec may (scheduler/planning/
+        """`plan` on the loop within LOOP_BUDGET_S when the spec may (planning/
         inline.py), else (or past that budget) in a thread, the lease renewed meanwhile
         (a step a human answered has no stream entry, hence no lease)."""
         if self.on_loop.get(digest, False):

@@ -1,6 +1,6 @@
 """An agent's system prompt, composed as strands-cli's `build_system_prompt` composes it:
 the agent's prompt as written (with the notes of earlier steps, "# Previous Workflow
-Steps", which the planner put into the job's prompt: scheduler/planning/notes.py), then
+Steps", which the planner put into the job's prompt: planning/notes.py), then
 how to use skills and the "Available Skills" list, then a reference of the spec's HTTP
 executors (so the model knows their base URLs and endpoints), then the runtime banner
 (workflow, its description and tags, the agent's id, the budgets the spec sets). Pure:
@@ -8,7 +8,7 @@ the same spec and agent always give the same text."""
 
 from __future__ import annotations
 
-from strands_durable.scheduler.spec.model import Spec
+from strands_durable.spec.model import Spec
 
 __all__ = ["system_prompt"]
 

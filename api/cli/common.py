@@ -26,23 +26,23 @@ from strands_durable.errors import (
     SpecError,
 )
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.spec.loader import (
-    LoadedSpec,
-    load_script_file,
-    load_spec_file,
-    parse_var_args,
-)
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.redis_targets import redact
 from strands_durable.settings import (
     DEFAULT_REDIS_URL,
     DurableSettings,
     Limits,
     describe_settings_error,
 )
+from strands_durable.spec.loader import (
+    LoadedSpec,
+    load_script_file,
+    load_spec_file,
+    parse_var_args,
+)
+from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.connect import open_store, session_settings
 from strands_durable.store.keys import check_session_id
 from strands_durable.store.outage import REDIS_DOWN
-from strands_durable.store.redis_url import redact
 from strands_durable.store.store import ShardCountChanged, Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_TIMEOUT = 0, 1, 2, 3, 124
@@ -84,7 +84,7 @@ JsonOpt = Annotated[bool, typer.Option(
 
 
 def _checked_grants(values: list[str] | None) -> list[str] | None:
-    from strands_durable.scheduler.spec.provider_hosts import parse_base_url, shown
+    from strands_durable.spec.provider_hosts import parse_base_url, shown
 
     for value in values or []:
         problem = parse_base_url(value)

@@ -25,7 +25,7 @@ from strands_durable.api.cli.common import (
     with_store,
 )
 from strands_durable.errors import DurableError
-from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
+from strands_durable.spec.loader import load_spec_file, parse_var_args
 from strands_durable.store.keys import check_name, check_session_id
 from strands_durable.store.store import Store
 
@@ -40,7 +40,7 @@ def print_new_status(session_id: str, new: str, as_json: bool) -> None:
 @app.command()
 def pause(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Pause at the next step boundary: running steps finish and commit."""
-    from strands_durable.scheduler.operations.control import pause as do_pause
+    from strands_durable.sessions.control import pause as do_pause
 
     new = run_async(with_store(lambda store: do_pause(store, session_id)))
     print_new_status(session_id, new, as_json)
@@ -49,7 +49,7 @@ def pause(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
 @app.command()
 def cancel(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Stop scheduling and mark the session cancelled."""
-    from strands_durable.scheduler.operations.control import cancel as do_cancel
+    from strands_durable.sessions.control import cancel as do_cancel
 
     new = run_async(with_store(lambda store: do_cancel(store, session_id)))
     print_new_status(session_id, new, as_json)
@@ -76,7 +76,7 @@ def resume(
     """Continue a paused or failed session: failed steps run again, nothing committed
     re-runs, token usage keeps accumulating. Without DURABLE_REDIS_URL (no fleet) it
     runs here to its end, as `durable run --resume` does (also a killed run's session)."""
-    from strands_durable.scheduler.operations.control import resume as do_resume
+    from strands_durable.sessions.control import resume as do_resume
 
     if from_checkpoint is not None:
         fork_checkpoint(session_id, from_checkpoint, var, set_,
@@ -120,7 +120,7 @@ def resume_inputs(var: list[str] | None, set_: list[str] | None
                   ) -> tuple[dict[str, Any], dict[str, int]]:
     """Variables (`--var`, and `--set` of a non-budget) and budgets (`--set`) of a
     resume or fork; a malformed one is a usage error."""
-    from strands_durable.scheduler.operations.control import parse_sets
+    from strands_durable.sessions.control import parse_sets
 
     try:
         set_variables, budgets = parse_sets(parse_var_args(set_ or [], "--set"))
@@ -133,7 +133,7 @@ def resume_inputs(var: list[str] | None, set_: list[str] | None
 def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[str] | None,
                     other_flags: list[str], as_json: bool = False) -> None:
     """`durable resume SID --from-checkpoint N`: print the new session's id alone."""
-    from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
+    from strands_durable.sessions.checkpoints import fork_from_checkpoint
 
     if other_flags:
         raise fail(f"--from-checkpoint forks a new session; it cannot be combined with "
@@ -167,8 +167,8 @@ def requeue(
 ) -> None:
     """Put failed or dead-lettered steps back on the stream: attempts reset, a
     step_requeued event recorded, the session running again."""
-    from strands_durable.scheduler.operations.requeue import report_lines
-    from strands_durable.scheduler.operations.requeue import requeue as do_requeue
+    from strands_durable.sessions.requeue import report_lines
+    from strands_durable.sessions.requeue import requeue as do_requeue
 
     if session_id is None and not dead:
         raise fail("requeue: give a session id, or --dead for every dead-lettered entry",

@@ -36,16 +36,16 @@ from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.spec.loader import load_spec_file, parse_var_args
-from strands_durable.scheduler.spec.provider_hosts import grant_hosts
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_file, parse_var_args
+from strands_durable.spec.provider_hosts import grant_hosts
 from strands_durable.store.keys import check_session_id, check_token
 from strands_durable.store.store import SessionRecord, Store
 
 EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C
 
 if TYPE_CHECKING:
-    from strands_durable.scheduler.spec.loader import LoadedSpec
+    from strands_durable.spec.loader import LoadedSpec
     from strands_durable.worker.embedded import RunOutcome
     from strands_durable.worker.runner import Interrupts
 
@@ -205,7 +205,7 @@ def refuse_unsafe_artifact_paths(loaded: LoadedSpec, out_dir: Path, spec: Path) 
     """An artifact path that would land outside `out_dir` is a bad spec (or a bad --var),
     refused before any step runs: every path that reads only variables is rendered and
     checked here. One that reads the run's results is checked when it ends (write_out)."""
-    from strands_durable.scheduler.planning.artifacts import (
+    from strands_durable.planning.artifacts import (
         ArtifactPathError,
         paths_before_run,
         safe_target,
@@ -228,7 +228,7 @@ def write_out(outcome: RunOutcome, out_dir: Path | None) -> tuple[list[Path], st
     """The completed session's artifacts written under `out_dir`, or none and why. Only a
     path that reads the run's results can be refused here; the session stays completed
     (its steps ran and committed), and the run exits 2 saying so."""
-    from strands_durable.scheduler.planning.artifacts import ArtifactPathError, write_artifacts
+    from strands_durable.planning.artifacts import ArtifactPathError, write_artifacts
 
     if out_dir is None:
         return [], None
@@ -374,7 +374,7 @@ def submit(
 ) -> None:
     """Submit a workflow to the fleet; prints the session id alone (--json:
     {"session_id", "created"})."""
-    from strands_durable.scheduler.operations.start import new_session
+    from strands_durable.sessions.start import new_session
 
     async def body(store: Store) -> tuple[str, bool]:
         # Loaded and planned before Redis is touched: a refused spec writes no key.

@@ -48,7 +48,7 @@ def scheduler_serve(
 ) -> None:
     """Run the scheduler role: promote due timers, enforce max_duration_s, flag stuck
     sessions. Any number of replicas; one leads. Stops on SIGTERM."""
-    from strands_durable.scheduler.role.service import run_scheduler
+    from strands_durable.scheduler.service import run_scheduler
 
     settings = env_settings()
     if metrics_port is not None and not 0 <= metrics_port <= 65535:

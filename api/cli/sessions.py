@@ -23,7 +23,7 @@ from strands_durable.api.cli.common import (
 )
 from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.status import (
+from strands_durable.sessions.status import (
     SessionSummary,
     session_status,
     summary,
@@ -71,7 +71,7 @@ def sessions_delete(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a session and everything it stored; asks first on a terminal."""
-    from strands_durable.scheduler.operations.deletion import delete_session
+    from strands_durable.sessions.deletion import delete_session
 
     async def body(store: Store) -> None:
         if not yes:
@@ -112,7 +112,7 @@ def sessions_cleanup(
     """Delete completed, failed and cancelled sessions older than N days (never running
     or paused ones)."""
 
-    from strands_durable.scheduler.operations.cleanup import cleanup_sessions
+    from strands_durable.sessions.cleanup import cleanup_sessions
 
     if not math.isfinite(max_age_days) or max_age_days < 0:
         raise fail(f"--max-age-days {max_age_days}: must be a number of days >= 0", EXIT_USAGE)

@@ -23,8 +23,8 @@ from strands_durable.api.cli.common import (
     print_json,
     run_async,
 )
-from strands_durable.scheduler.spec.loader import LoadedSpec
-from strands_durable.scheduler.spec.provider_hosts import grant_hosts
+from strands_durable.spec.loader import LoadedSpec
+from strands_durable.spec.provider_hosts import grant_hosts
 
 # The config field that lists a pattern's parts; the other patterns decide theirs as
 # they run (evaluator rounds, orchestrator plans).

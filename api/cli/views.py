@@ -29,8 +29,8 @@ from strands_durable.api.cli.common import (
 )
 from strands_durable.api.cli.output import new_table, print_table, usage_table
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.status import session_status
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.status import session_status
 from strands_durable.store.store import SessionRecord, Store
 
 
@@ -135,7 +135,7 @@ def checkpoints(
     as_json: JsonOpt = False,
 ) -> None:
     """A session's checkpoints (one per commit): type, step, time, clean or not."""
-    from strands_durable.scheduler.operations.checkpoints import get_checkpoint, list_checkpoints
+    from strands_durable.sessions.checkpoints import get_checkpoint, list_checkpoints
 
     if n is not None and n < 1:
         raise fail(f"checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)

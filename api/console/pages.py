@@ -29,8 +29,8 @@ from strands_durable.api.listing import (
 )
 from strands_durable.metrics.fleet import parse_fleet
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.requeue import DeadLetter, requeue
-from strands_durable.scheduler.operations.status import summary
+from strands_durable.sessions.requeue import DeadLetter, requeue
+from strands_durable.sessions.status import summary
 from strands_durable.store.fleet import list_workers, liveness_window_s, queue_stats
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

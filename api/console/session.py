@@ -25,15 +25,15 @@ from strands_durable.api.console.views import shape, timeline
 from strands_durable.api.deps import get_store
 from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, STREAM_ID
 from strands_durable.models import EventType
-from strands_durable.scheduler.operations import control
-from strands_durable.scheduler.operations.checkpoints import (
+from strands_durable.sessions import control
+from strands_durable.sessions.checkpoints import (
     fork_from_checkpoint,
     list_checkpoints,
 )
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.requeue import requeue
-from strands_durable.scheduler.operations.status import session_status
-from strands_durable.scheduler.spec.loader import parse_var_args
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.requeue import requeue
+from strands_durable.sessions.status import session_status
+from strands_durable.spec.loader import parse_var_args
 from strands_durable.store.keys import check_name
 
 router = APIRouter(prefix="/ui/sessions", include_in_schema=False)

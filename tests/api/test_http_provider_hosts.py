@@ -20,9 +20,9 @@ from helpers import REPO, send_json, serve_http, wait_for
 
 from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import current_provider_policy, host_setting
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -11,7 +11,7 @@ import pytest
 from apihelp import chain_spec, error_of, submit, wait_status
 from fastapi import FastAPI
 
-from strands_durable.scheduler.operations.control import cancel
+from strands_durable.sessions.control import cancel
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -29,10 +29,10 @@ from strands_durable.errors import (
     SpecError,
     TemplateError,
 )
-from strands_durable.scheduler.operations.checkpoints import CheckpointNotFound, ForkError
-from strands_durable.scheduler.operations.control import NothingToResume
-from strands_durable.scheduler.operations.requeue import NothingToRequeue
-from strands_durable.scheduler.planning.artifacts import ArtifactPathError
+from strands_durable.planning.artifacts import ArtifactPathError
+from strands_durable.sessions.checkpoints import CheckpointNotFound, ForkError
+from strands_durable.sessions.control import NothingToResume
+from strands_durable.sessions.requeue import NothingToRequeue
 from strands_durable.settings import DurableSettings
 
 

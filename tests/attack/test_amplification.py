@@ -24,9 +24,9 @@ from fleet import durable_bin
 from helpers import REPO, RedisServer, start_redis
 
 from strands_durable.errors import SpecError, TemplateError
-from strands_durable.scheduler.operations.start import new_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import new_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 
 HEAD = """
 version: 0
@@ -141,7 +141,7 @@ def test_template_work_is_bounded(set_limits: Any, template: str, limit: str) ->
 
 
 def test_an_artifact_is_bounded_by_its_own_limit(set_limits: Any) -> None:
-    from strands_durable.scheduler.planning.artifacts import render_artifacts
+    from strands_durable.planning.artifacts import render_artifacts
 
     set_limits(max_artifact_bytes=2048)
     spec = load_spec_text(HEAD + "outputs:\n  artifacts:\n    - path: big.md\n"

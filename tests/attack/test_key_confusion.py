@@ -20,9 +20,9 @@ from fleet import durable_bin
 from helpers import REPO, RedisServer, wait_for
 
 from strands_durable.errors import DurableError
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -12,9 +12,9 @@ import pytest
 from helpers import StepBreakpoints, random_prefix, start_redis, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.outage import REDIS_DOWN, RedisOutage, outage_client_kwargs
 from strands_durable.worker.consumer import StepConsumer

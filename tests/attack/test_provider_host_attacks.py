@@ -34,16 +34,16 @@ from pydantic import ValidationError
 from strands_durable.errors import ProviderError, SpecError
 from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import ProviderPolicy
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec import provider_hosts
-from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_data
-from strands_durable.scheduler.spec.provider_hosts import (
+from strands_durable.sessions.start import start_session
+from strands_durable.settings import describe_settings_error
+from strands_durable.spec import provider_hosts
+from strands_durable.spec.loader import LoadedSpec, load_spec_data
+from strands_durable.spec.provider_hosts import (
     KEYED_PROVIDERS,
     Origin,
     judge_host,
     parse_base_url,
 )
-from strands_durable.settings import describe_settings_error
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.providers import ModelConfig, build_model

@@ -24,9 +24,9 @@ from fleet import Fleet, durable_bin
 from helpers import REPO, RedisServer, free_port, random_prefix, start_redis, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP, RedisOutage, outage_client_kwargs

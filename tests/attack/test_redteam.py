@@ -17,9 +17,9 @@ from test_sandbox_escapes import chain_spec
 
 from strands_durable.api.limits import MAX_BODY_BYTES
 from strands_durable.errors import InvalidId, SpecError, TemplateError
-from strands_durable.scheduler.patterns.json_reply import extract_json
-from strands_durable.scheduler.spec.loader import load_spec_text
-from strands_durable.scheduler.spec.templates import render
+from strands_durable.patterns.json_reply import extract_json
+from strands_durable.spec.loader import load_spec_text
+from strands_durable.spec.templates import render
 from strands_durable.store.keys import check_name
 
 # --- values that are small to write and huge to walk ----------------------------------

@@ -27,10 +27,10 @@ from helpers import REPO, RedisServer, StepBreakpoints, free_port, wait_for, wai
 
 from strands_durable import metrics
 from strands_durable.models import Event, now_ms
-from strands_durable.scheduler.operations.control import cancel, pause
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.control import cancel, pause
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
@@ -150,7 +150,7 @@ async def test_the_scheduler_expires_ended_sessions_past_retention(
 
 async def test_retention_zero_keeps_everything(settings: DurableSettings, store: Store,
                                                consumer: StepConsumer) -> None:
-    from strands_durable.scheduler.role.service import SchedulerService
+    from strands_durable.scheduler.service import SchedulerService
 
     sid = await start(store, spec("done"))
     await wait_for(lambda: has_status(store, sid, "completed"), what="completion")

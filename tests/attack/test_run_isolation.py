@@ -16,9 +16,9 @@ from fleet import Fleet, durable_bin
 from helpers import REPO, wait_for
 
 from strands_durable.models import StepJob, now_ms
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.session_consumer import SessionConsumer

@@ -21,10 +21,10 @@ from fleet import durable_bin
 from helpers import REPO
 
 from strands_durable.errors import SpecError, TemplateError
-from strands_durable.scheduler.operations.start import new_session
-from strands_durable.scheduler.spec.loader import load_spec_text
-from strands_durable.scheduler.spec.templates import render, render_condition
+from strands_durable.sessions.start import new_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
+from strands_durable.spec.templates import render, render_condition
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

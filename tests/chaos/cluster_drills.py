@@ -17,10 +17,10 @@ from redis.exceptions import RedisError
 from redis_cluster import LocalCluster
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.role.service import LOCK_NAME as SCHEDULER_LOCK
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.scheduler.service import LOCK_NAME as SCHEDULER_LOCK
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import shard_of
 from strands_durable.store.store import Store

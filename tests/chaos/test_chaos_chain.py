@@ -11,8 +11,8 @@ from fleet import Fleet
 from helpers import status_doc
 from recovery import kill_every_second, start_fleet
 
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.chaos

@@ -13,7 +13,7 @@ from helpers import RedisServer
 from pattern_specs import CASES
 from recovery import FAST, kill_every_second, outcome, reference_run, start_fleet
 
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.chaos

@@ -16,8 +16,8 @@ from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix, wait_for
 from recovery import FAST, ended, settings_for
 
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.connect import open_store
 from strands_durable.store.conversation import as_compaction
 from strands_durable.store.store import Store

@@ -30,7 +30,7 @@ from helpers import RedisServer, poll_until, random_prefix
 from pattern_specs import CASES, PatternCase
 from recovery import DELAY_S, FAST, Outcome, ended, outcome, reference_run, settings_for
 
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.store.connect import open_store
 from strands_durable.worker.faults import CRASH_EXIT_CODE
 

@@ -24,8 +24,8 @@ from helpers import RedisServer, poll_until, random_prefix
 from recovery import FAST, ended, settings_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.connect import open_store
 from strands_durable.worker.faults import CRASH_EXIT_CODE
 

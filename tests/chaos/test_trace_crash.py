@@ -18,8 +18,8 @@ from otlp_receiver import OtlpReceiver, operator_receiver
 from recovery import FAST, ended
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.store import Store
 from strands_durable.worker.faults import CRASH_EXIT_CODE
 from strands_durable.worker.telemetry.redaction import REDACTED

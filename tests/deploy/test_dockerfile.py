@@ -267,7 +267,7 @@ def built_venv(stages: list[Stage], tmp_path_factory: pytest.TempPathFactory) ->
     # One import name: nothing generic (worker, api, store...) lands in site-packages.
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"strands_durable"}, f"the wheel installs more than one name: {sorted(tops)}"
-    schema = "strands_durable/scheduler/spec/schema/"
+    schema = "strands_durable/spec/schema/"
     assert any(n.startswith(schema) and n.endswith(".json") for n in names)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)],

@@ -25,9 +25,9 @@ from cloudcoil.models.prometheus_operator import v1 as promop
 from pydantic import BaseModel
 from redis.connection import parse_url
 
+from strands_durable.redis_targets import SentinelTarget, parse_sentinel_url
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
-from strands_durable.store.redis_url import SentinelTarget, parse_sentinel_url
 from tests.helpers import REPO
 
 CHART = REPO / "helm" / "strands-durable"

@@ -21,8 +21,8 @@ from test_helm_chart import (
     secret_data,
 )
 
+from strands_durable.redis_targets import ClusterTarget, parse_redis_url
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
-from strands_durable.store.redis_url import ClusterTarget, parse_redis_url
 
 NODES = ["redis-cluster-0.redis-cluster-headless:6379",
          "redis-cluster-1.redis-cluster-headless:6379",

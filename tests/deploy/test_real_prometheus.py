@@ -28,9 +28,9 @@ from fleet import Fleet, durable_bin
 from helpers import REPO, free_port, poll_until, wait_for, wait_for_sync
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 

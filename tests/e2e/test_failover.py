@@ -21,9 +21,9 @@ from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, StepBreakpoints, wait_for
 from recovery import all_ended, start_fleet
 
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.e2e

@@ -14,8 +14,8 @@ from helpers import wait_for
 
 from bench.latency import checked, create_sessions, wait_done
 from strands_durable.models import SessionStatus, StepJob
-from strands_durable.scheduler.spec.model import Spec
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.model import Spec
 from strands_durable.store.connect import open_store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.execute import StepExecutor, StepOutput

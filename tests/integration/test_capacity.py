@@ -190,8 +190,8 @@ async def test_real_workers_against_an_account_limit_complete_every_session(
     """Two `arq` workers of 16 slots, 16 sessions x 3 steps, a server that takes 10
     requests a second and 6 at once and throttles beyond: every session completes, each
     step on its first attempt (waiting spent none), though the server throttled."""
-    from strands_durable.scheduler.operations.start import start_session
-    from strands_durable.scheduler.spec.loader import load_spec_text
+    from strands_durable.sessions.start import start_session
+    from strands_durable.spec.loader import load_spec_text
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     with limited_llm(per_second=10, at_once=6, delay_s=0.2) as server:

@@ -14,18 +14,18 @@ from helpers import status_doc, wait_for
 
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.checkpoints import (
+from strands_durable.sessions.checkpoints import (
     CheckpointNotFound,
     ForkError,
     fork_from_checkpoint,
     get_checkpoint,
     list_checkpoints,
 )
-from strands_durable.scheduler.operations.control import resume
-from strands_durable.scheduler.operations.requeue import requeue
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.control import resume
+from strands_durable.sessions.requeue import requeue
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -8,11 +8,11 @@ from helpers import StepBreakpoints, wait_for
 
 from strands_durable.errors import DurableError, SessionNotFound
 from strands_durable.models import SessionStatus, now_ms
-from strands_durable.scheduler.operations.autoresume import find_resumable
-from strands_durable.scheduler.operations.cleanup import cleanup_sessions
-from strands_durable.scheduler.operations.control import cancel, pause
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.autoresume import find_resumable
+from strands_durable.sessions.cleanup import cleanup_sessions
+from strands_durable.sessions.control import cancel, pause
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
@@ -113,7 +113,7 @@ async def test_bad_ages_are_refused(store: Store) -> None:
 
 async def test_a_session_deleted_after_it_was_listed_is_skipped(
         store: Store, consumer: StepConsumer, monkeypatch: pytest.MonkeyPatch) -> None:
-    from strands_durable.scheduler.operations import cleanup
+    from strands_durable.sessions import cleanup
 
     gone = await start(store, spec("gone", "boom"))
     kept = await start(store, spec("kept", "boom"))

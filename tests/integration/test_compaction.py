@@ -22,10 +22,10 @@ from helpers import wait_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.checkpoints import fork_from_checkpoint
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.conversation import as_compaction
 from strands_durable.store.store import Store
 from strands_durable.worker.compaction import SUMMARIZE_PROMPT, SUMMARIZER_PROMPT

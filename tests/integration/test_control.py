@@ -11,9 +11,9 @@ from pattern_specs import CASES
 
 from strands_durable.errors import DurableError, InvalidTransition
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.control import cancel, pause, resume
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.control import cancel, pause, resume
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -15,10 +15,10 @@ import pytest
 from helpers import StepBreakpoints, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.role.service import SchedulerService
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.scheduler.service import SchedulerService
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.liveness import HOLDER, Declaration
 from strands_durable.store.store import Store

@@ -21,9 +21,9 @@ from fleet import durable_bin
 from helpers import FIXTURES, REPO, RedisServer, status_doc, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
 from strands_durable.worker.consumer import StepConsumer

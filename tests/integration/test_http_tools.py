@@ -21,9 +21,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from strands.types.tools import AgentTool, ToolResult, ToolUse
 
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.tools import HttpExecutor
 from strands_durable.settings import ToolPolicy, current_tool_policy
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.tools import HttpExecutor
 from strands_durable.worker.tools.context import (
     INVOCATION_STATE_KEY,
     ToolCall,

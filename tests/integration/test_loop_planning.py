@@ -1,4 +1,4 @@
-"""Where an in-process worker plans (scheduler/planning/inline.py), on a real
+"""Where an in-process worker plans (planning/inline.py), on a real
 redis-server: a spec whose plans stay small is planned on the event loop; a spec whose
 template runs past the loop's budget is planned again in a thread, completes as if
 nothing happened, and plans in the thread from then on."""
@@ -13,9 +13,9 @@ import pytest
 from helpers import wait_for
 
 from strands_durable.models import SessionStatus, StepJob
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.planning import advance
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.planning import advance
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker import step_runner
 from strands_durable.worker.consumer import StepConsumer

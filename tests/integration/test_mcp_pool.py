@@ -22,8 +22,8 @@ from helpers import wait_for_sync
 from mcp_servers.launch import STDIO_SERVER, kill, start_http_server
 from strands.tools.mcp import MCPAgentTool
 
-from strands_durable.scheduler.spec.tools import McpServer
 from strands_durable.settings import ToolPolicy
+from strands_durable.spec.tools import McpServer
 from strands_durable.worker.tools.mcp_pool import McpPool, McpRefused, McpUnavailable
 
 pytestmark = pytest.mark.integration

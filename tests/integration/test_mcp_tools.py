@@ -19,11 +19,11 @@ import pytest
 from helpers import free_port, wait_for, wait_for_sync
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.tools import McpServer
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import ToolPolicy, current_tool_policy
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.tools import McpServer
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.tools.mcp_pool import McpPool, McpRefused

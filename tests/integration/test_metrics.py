@@ -20,10 +20,10 @@ from redis import Redis as SyncRedis
 from strands_durable import metrics
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepJob, now_ms
-from strands_durable.scheduler.operations.control import pause, resume
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.control import pause, resume
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store

@@ -20,9 +20,9 @@ from integration.test_store import commit_request, deliver, new_session, started
 from redis import Redis as SyncRedis
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.outage import (

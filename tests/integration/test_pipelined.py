@@ -18,9 +18,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import DataError, NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from strands_durable.redis_targets import Timeouts
 from strands_durable.store.outage import NoReplicasError, RedisOutage, outage_client_kwargs
 from strands_durable.store.pipelined import PipelinedConnection
-from strands_durable.store.redis_url import Timeouts, async_redis_client
+from strands_durable.store.redis_url import async_redis_client
 
 INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
 

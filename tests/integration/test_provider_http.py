@@ -19,8 +19,8 @@ import pytest
 from helpers import send_chunked, serve_http, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
 from strands_durable.worker.consumer import StepConsumer

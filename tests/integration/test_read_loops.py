@@ -15,7 +15,7 @@ from helpers import wait_for
 from bench.latency import checked
 from bench.specs import chain_spec
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import shard_for_key

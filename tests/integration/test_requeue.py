@@ -14,10 +14,10 @@ from helpers import StepBreakpoints, status_doc, wait_for
 
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
 from strands_durable.models import Event, SessionStatus, StepJob
-from strands_durable.scheduler.operations.requeue import NothingToRequeue, requeue
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.requeue import NothingToRequeue, requeue
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store

@@ -29,12 +29,12 @@ from helpers import (
 
 from strands_durable import metrics
 from strands_durable.models import Event, SessionStatus, StepJob, now_iso, now_ms
-from strands_durable.scheduler.operations.control import resume
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.role.service import LOCK_NAME, SchedulerService
-from strands_durable.scheduler.role.watchdog import STUCK_EVENT
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.scheduler.service import LOCK_NAME, SchedulerService
+from strands_durable.scheduler.watchdog import STUCK_EVENT
+from strands_durable.sessions.control import resume
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.connect import open_store
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store

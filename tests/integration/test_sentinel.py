@@ -16,9 +16,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError, TimeoutError
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_file
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_file
 from strands_durable.store.connect import open_store
 from strands_durable.store.redis_url import arq_redis_settings, sync_redis_client
 from strands_durable.store.store import Store

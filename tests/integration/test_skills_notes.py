@@ -11,9 +11,9 @@ import pytest
 from helpers import wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_file
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_file
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

@@ -9,10 +9,10 @@ import pytest
 from helpers import status_doc, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.checkpoints import fork_from_checkpoint
-from strands_durable.scheduler.operations.control import resume
-from strands_durable.scheduler.operations.start import spec_json, start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.checkpoints import fork_from_checkpoint
+from strands_durable.sessions.control import resume
+from strands_durable.sessions.start import spec_json, start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 

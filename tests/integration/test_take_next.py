@@ -14,9 +14,9 @@ import pytest
 from helpers import StepBreakpoints, wait_for
 
 from strands_durable.models import SessionStatus, StepJob, now_iso
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.records import CommitOutcome, CommitRequest, GateOutcome, TakenEntry
 from strands_durable.store.store import Store

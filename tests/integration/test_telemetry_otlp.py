@@ -34,9 +34,9 @@ from recovery import FAST
 
 from strands_durable.api.app import create_app
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings, current_telemetry_policy
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 from strands_durable.worker.faults import CRASH_EXIT_CODE
@@ -296,7 +296,7 @@ async def test_a_step_rerun_after_a_crash_joins_the_same_trace(
 UNTRACED_RUN = """
 import asyncio, sys
 from opentelemetry import trace
-from strands_durable.scheduler.spec.loader import load_spec_file
+from strands_durable.spec.loader import load_spec_file
 from strands_durable.worker.embedded import run_embedded
 from strands_durable.settings import DurableSettings
 from strands_durable.worker.telemetry import TRACING

@@ -15,9 +15,9 @@ from helpers import wait_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
 from strands_durable.models import Event, EventType, SessionStatus, StepJob, now_iso
-from strands_durable.scheduler.operations.history import event_docs
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -131,7 +131,7 @@ async def test_the_offline_example_calls_the_native_tools(store: Store,
                                                           consumer: StepConsumer) -> None:
     from helpers import EXAMPLES
 
-    from strands_durable.scheduler.spec.loader import load_spec_file
+    from strands_durable.spec.loader import load_spec_file
 
     sid, _ = await start_session(store, load_spec_file(EXAMPLES / "chain-calculator-tools.yaml"))
     await wait_for(lambda: ended(store, sid), timeout_s=60, what="the session to end")

@@ -8,9 +8,9 @@ import pytest
 from helpers import StepBreakpoints, poll_until, status_doc, wait_for
 
 from strands_durable.models import SessionStatus
-from strands_durable.scheduler.operations.start import start_session
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.loader import load_spec_file, load_spec_text
+from strands_durable.spec.loader import load_spec_file, load_spec_text
 
 REFS = Path(__file__).resolve().parents[1] / "fixtures" / "strands-cli-refs"
 DEMO = REFS / "examples" / "atomic-ref-demo-openai.yaml"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from strands_durable.scheduler.planning.artifacts import (
+from strands_durable.planning.artifacts import (
     ArtifactPathError,
     safe_target,
     write_artifacts,
@@ -37,14 +37,14 @@ def test_one_bad_path_writes_nothing(tmp_path: Path) -> None:
     ("x/" + "y" * 150 + ".md", "x/" + "y" * 100),
 ])
 def test_artifact_names_are_sanitized_as_strands_cli_does(rendered: str, name: str) -> None:
-    from strands_durable.scheduler.planning.artifacts import artifact_name
+    from strands_durable.planning.artifacts import artifact_name
 
     assert artifact_name(rendered) == name
 
 
 @pytest.mark.parametrize("rendered", ["../escape.md", "/etc/passwd", "a/../../b.md"])
 def test_sanitizing_keeps_what_the_path_rules_refuse(rendered: str, tmp_path: Path) -> None:
-    from strands_durable.scheduler.planning.artifacts import artifact_name
+    from strands_durable.planning.artifacts import artifact_name
 
     with pytest.raises(ArtifactPathError):
         safe_target(tmp_path, artifact_name(rendered))

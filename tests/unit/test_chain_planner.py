@@ -8,8 +8,8 @@ import pytest
 
 from strands_durable.errors import TemplateError
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.scheduler.patterns import PlanContext, planner_for
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.patterns import PlanContext, planner_for
+from strands_durable.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

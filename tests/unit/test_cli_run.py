@@ -120,7 +120,7 @@ def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
     import pytest
 
     from strands_durable.errors import DurableError
-    from strands_durable.scheduler.operations.control import parse_sets
+    from strands_durable.sessions.control import parse_sets
 
     assert parse_sets({"budgets.max_steps": "50", "max_tokens": "9", "topic": "x",
                        "inputs.values.tone": "warm"}) == (

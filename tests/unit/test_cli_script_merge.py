@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from strands_durable.api.cli.common import merge_scripts
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.spec.script import ScriptConfig
 
 
 def script(**fields: object) -> ScriptConfig:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
-from strands_durable.scheduler.spec.sections import Compaction as Policy
+from strands_durable.spec.script import ScriptConfig, ScriptRule
+from strands_durable.spec.sections import Compaction as Policy
 from strands_durable.worker.compaction import (
     DEFAULT_THRESHOLD,
     SUMMARIZE_PROMPT,

@@ -11,10 +11,10 @@ import pytest
 
 from strands_durable.errors import SpecError
 from strands_durable.models import StepJob
-from strands_durable.scheduler.planning.notes import prompt_with_notes
-from strands_durable.scheduler.spec.loader import load_spec_data, load_spec_file
-from strands_durable.scheduler.spec.tool_checks import agent_tools
+from strands_durable.planning.notes import prompt_with_notes
 from strands_durable.settings import current_tool_policy
+from strands_durable.spec.loader import load_spec_data, load_spec_file
+from strands_durable.spec.tool_checks import agent_tools
 from strands_durable.worker.system_prompt import system_prompt
 from strands_durable.worker.tools.toolbox import Toolbox
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.worker.providers.credentials import check_credentials
 
 SPEC = """

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.evaluator_optimizer import (
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.evaluator_optimizer import (
     DEFAULT_EVALUATOR_INPUT,
     EvaluatorOptimizerPlanner,
     parse_evaluation,
 )
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.spec.loader import load_spec_text
 
 FIXTURE = (Path(__file__).parents[1] / "fixtures" / "strands-cli"
            / "evaluator-optimizer-writing-openai.yaml")

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from strands_durable.api.cli import app
 from strands_durable.errors import ProviderError, SpecError
 from strands_durable.provider_policy import ProviderPolicy
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.worker.providers import ModelConfig, build_model, is_transient
 from strands_durable.worker.providers.credentials import check_credentials
 from strands_durable.worker.providers.transient import permanent_cause

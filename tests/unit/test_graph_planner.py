@@ -12,17 +12,17 @@ import pytest
 
 from strands_durable.errors import TemplateError
 from strands_durable.models import SessionStatus, StepJob, StepResult, now_ms
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.graph import (
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.graph import (
     DEFAULT_MAX_STEPS,
     GraphPlanner,
     node_key,
     parse_key,
 )
-from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.planning.budgets import Spend, exceeded, limits
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.planning.advance import Snapshot, plan_commit
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.planning.budgets import Spend, exceeded, limits
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.store import CommitRequest
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "graph-loop-with-break.yaml"

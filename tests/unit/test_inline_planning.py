@@ -1,4 +1,4 @@
-"""Plans on the worker's event loop (scheduler/planning/inline.py): a render inside the
+"""Plans on the worker's event loop (planning/inline.py): a render inside the
 loop's budget stops with LoopBudgetSpent once past it (the worker then plans in a
 thread), never with a TemplateError that would fail the session; outside it, the same
 render runs to the end under its own limits."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from strands_durable.errors import TemplateError
-from strands_durable.scheduler.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
-from strands_durable.scheduler.spec.loader import load_spec_text
-from strands_durable.scheduler.spec.render_guard import LoopBudgetSpent, on_the_loop
-from strands_durable.scheduler.spec.templates import render, render_condition
+from strands_durable.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
+from strands_durable.spec.loader import load_spec_text
+from strands_durable.spec.render_guard import LoopBudgetSpent, on_the_loop
+from strands_durable.spec.templates import render, render_condition
 
 SLOW = "{% for c in text %}{% endfor %}done"  # one budget check per character
 CONTEXT = {"text": "x" * 200_000, "topic": "AI"}

@@ -16,7 +16,7 @@ from strands.models.model import Model
 from strands.types.tools import AgentTool
 
 from strands_durable.models import Event, EventType, StepJob
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.spec.script import ScriptConfig
 from strands_durable.worker.agent_call import AgentReply, call_agent
 from strands_durable.worker.journal import (
     JournaledModel,

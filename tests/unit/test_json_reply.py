@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from strands_durable.scheduler.patterns.json_reply import extract_json
+from strands_durable.patterns.json_reply import extract_json
 
 
 @pytest.mark.parametrize(("reply", "expected"), [

@@ -16,8 +16,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext
 
 from strands_durable.errors import TemplateError
 from strands_durable.models import StepJob, StepKind, StepResult
-from strands_durable.scheduler.spec.templates import render
 from strands_durable.settings import Limits
+from strands_durable.spec.templates import render
 from strands_durable.worker.lean_strands import LeanTracer, plain_deepcopy
 from strands_durable.worker.results_cache import ResultsCache
 

@@ -12,16 +12,16 @@ import pytest
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns import Decision
-from strands_durable.scheduler.planning.advance import Snapshot, plan_commit
-from strands_durable.scheduler.planning.notes import (
+from strands_durable.patterns import Decision
+from strands_durable.planning.advance import Snapshot, plan_commit
+from strands_durable.planning.notes import (
     NOTE_INPUT,
     extract_last,
     notes_file,
     prompt_with_notes,
     with_notes,
 )
-from strands_durable.scheduler.spec.loader import load_spec_data, load_spec_file
+from strands_durable.spec.loader import load_spec_data, load_spec_file
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "skills" / "skills-notes.yaml"
 

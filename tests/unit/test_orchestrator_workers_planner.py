@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.orchestrator_context import orchestrator_prompt, parse_tasks
-from strands_durable.scheduler.patterns.orchestrator_workers import OrchestratorWorkersPlanner
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.orchestrator_context import orchestrator_prompt, parse_tasks
+from strands_durable.patterns.orchestrator_workers import OrchestratorWorkersPlanner
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

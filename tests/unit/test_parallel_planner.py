@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.parallel import ParallelPlanner, branch_key, parse_key
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.parallel import ParallelPlanner, branch_key, parse_key
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.spec.loader import LoadedSpec, load_spec_text
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "parallel-with-reduce.yaml"
 ORDERS: list[str | int] = ["fifo", "lifo", *range(8)]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from strands_durable.scheduler.patterns import PATTERNS, pattern_for, planner_for
-from strands_durable.scheduler.spec.model import Pattern
+from strands_durable.patterns import PATTERNS, pattern_for, planner_for
+from strands_durable.spec.model import Pattern
 
-SCHEMA = (Path(__file__).resolve().parents[2] / "scheduler" / "spec" / "schema"
+SCHEMA = (Path(__file__).resolve().parents[2] / "spec" / "schema"
           / "strands-workflow.schema.json")
 
 

@@ -1,4 +1,4 @@
-"""Where a spec's model requests may go: the pure decision (scheduler/spec/provider_hosts.py)
+"""Where a spec's model requests may go: the pure decision (spec/provider_hosts.py)
 at submit and where a worker builds the model, and the audit of every spec field that can
 carry a URL."""
 
@@ -14,8 +14,8 @@ import pytest
 from strands_durable.errors import ProviderError, SpecError
 from strands_durable.provider_policy import HOST_PROVIDERS, ProviderPolicy
 from strands_durable.providers import PROVIDERS
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.provider_hosts import (
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.provider_hosts import (
     KEYED_PROVIDERS,
     KEYLESS_PROVIDERS,
     Origin,
@@ -25,7 +25,7 @@ from strands_durable.scheduler.spec.provider_hosts import (
 )
 from strands_durable.worker.providers import ModelConfig, build_model
 
-SCHEMA = Path(__file__).resolve().parents[2] / "scheduler/spec/schema/strands-workflow.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "spec/schema/strands-workflow.schema.json"
 
 
 def _spec(provider: str, host: str | None, region: str | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 from strands_durable.errors import DurableError, ProviderError
 from strands_durable.provider_policy import ProviderPolicy
-from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
+from strands_durable.spec.script import ScriptConfig, ScriptRule
 from strands_durable.worker.providers import (
     SUPPORTED_PROVIDERS,
     ModelConfig,
@@ -409,7 +409,7 @@ def test_the_spec_accepts_exactly_the_providers_the_worker_builds() -> None:
     from it, and every name has a builder module in worker/providers/."""
     from strands_durable.errors import SpecError
     from strands_durable.providers import PROVIDERS
-    from strands_durable.scheduler.spec.agents import check_providers
+    from strands_durable.spec.agents import check_providers
     from strands_durable.worker.providers import BUILDERS
 
     assert tuple(BUILDERS) == PROVIDERS == SUPPORTED_PROVIDERS

@@ -9,19 +9,18 @@ import pytest
 from pydantic import ValidationError
 
 from strands_durable.errors import ConfigError
-from strands_durable.settings import DurableSettings, describe_settings_error
-from strands_durable.store.cluster_client import DurableRedisCluster
-from strands_durable.store.cluster_url import parse_cluster_url
-from strands_durable.store.redis_url import (
+from strands_durable.redis_targets import (
     MAX_SEEDS,
     ClusterTarget,
     TlsOptions,
-    async_redis_client,
     is_cluster_url,
+    parse_cluster_url,
     parse_redis_url,
     redact,
-    sync_redis_client,
 )
+from strands_durable.settings import DurableSettings, describe_settings_error
+from strands_durable.store.cluster_client import DurableRedisCluster
+from strands_durable.store.redis_url import async_redis_client, sync_redis_client
 
 
 @pytest.mark.parametrize(("url", "expected"), [

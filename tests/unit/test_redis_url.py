@@ -8,17 +8,17 @@ import re
 import pytest
 
 from strands_durable.errors import ConfigError
-from strands_durable.store.redis_url import (
+from strands_durable.redis_targets import (
     SentinelTarget,
     ServerTarget,
     TlsOptions,
-    arq_redis_settings,
     is_sentinel_url,
     parse_redis_url,
     parse_sentinel_url,
     parse_server_url,
     redact,
 )
+from strands_durable.store.redis_url import arq_redis_settings
 
 
 def test_plain_urls_are_not_sentinel() -> None:
@@ -100,7 +100,8 @@ def test_every_role_gets_the_same_options() -> None:
     URL's TLS options and ACL user (arq's own from_dsn dropped the query options)."""
     from redis.asyncio import Redis as AsyncRedis
 
-    from strands_durable.store.redis_url import Timeouts, async_redis_client, sync_redis_client
+    from strands_durable.redis_targets import Timeouts
+    from strands_durable.store.redis_url import async_redis_client, sync_redis_client
 
     url = "rediss://worker:s3cret@h:6390/3?ssl_cert_reqs=none"
     timeouts = Timeouts(connect_s=1.5, socket_s=7)

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.routing import ROUTER_LANE, RoutingPlanner
-from strands_durable.scheduler.spec.loader import load_spec_text
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.routing import ROUTER_LANE, RoutingPlanner
+from strands_durable.spec.loader import load_spec_text
 
 SPEC = """
 version: 0

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from strands_durable.errors import ProviderError
-from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
+from strands_durable.spec.script import ScriptConfig, ScriptRule
 from strands_durable.worker.agent_call import RetryPolicy, call_agent
 from strands_durable.worker.providers.scripted import ScriptedModel, count_words, prompt_and_turn
 

@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.patterns.chain import ChainConfig
-from strands_durable.scheduler.patterns.evaluator_optimizer import EvaluatorOptimizerConfig
-from strands_durable.scheduler.patterns.graph import GraphConfig
-from strands_durable.scheduler.patterns.parallel import ParallelConfig
-from strands_durable.scheduler.patterns.workflow import HitlTask, WorkflowConfig
-from strands_durable.scheduler.spec.loader import (
+from strands_durable.patterns.chain import ChainConfig
+from strands_durable.patterns.evaluator_optimizer import EvaluatorOptimizerConfig
+from strands_durable.patterns.graph import GraphConfig
+from strands_durable.patterns.parallel import ParallelConfig
+from strands_durable.patterns.workflow import HitlTask, WorkflowConfig
+from strands_durable.spec.loader import (
     LoadedSpec,
     load_script_file,
     load_spec_data,
@@ -27,9 +27,9 @@ from strands_durable.scheduler.spec.loader import (
     load_spec_text,
     parse_var_args,
 )
-from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.script import ScriptConfig, ScriptRule
-from strands_durable.scheduler.spec.steps import AgentStep, HitlStep
+from strands_durable.spec.model import Spec
+from strands_durable.spec.script import ScriptConfig, ScriptRule
+from strands_durable.spec.steps import AgentStep, HitlStep
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "strands-cli"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "strands-cli"
@@ -896,7 +896,7 @@ def test_load_script_file_rejects_bad_content(
 def test_readable_schema_is_valid_and_has_no_one_of() -> None:
     from jsonschema import Draft202012Validator
 
-    from strands_durable.scheduler.spec import schema_check
+    from strands_durable.spec import schema_check
 
     schema = schema_check._readable_schema()
     Draft202012Validator.check_schema(schema)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.loader import load_spec_data
 from strands_durable.settings import current_tool_policy
+from strands_durable.spec.loader import load_spec_data
 
 
 @pytest.fixture(autouse=True)

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.loader import load_spec_file
 from strands_durable.settings import current_limits, current_tool_policy
+from strands_durable.spec.loader import load_spec_file
 
 CORPUS = FIXTURES / "strands-cli-corpus"
 RULES = FIXTURES / "scripts" / "corpus"

@@ -3,7 +3,7 @@ written, the HTTP executors' reference, the runtime banner."""
 
 from __future__ import annotations
 
-from strands_durable.scheduler.spec.loader import load_spec_data
+from strands_durable.spec.loader import load_spec_data
 from strands_durable.worker.system_prompt import system_prompt
 
 SPEC = {

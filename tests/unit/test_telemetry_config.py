@@ -14,9 +14,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.sections import OtelConfig, Redaction, Telemetry
-from strands_durable.scheduler.spec.telemetry import (
+from strands_durable.settings import TelemetryPolicy
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.sections import OtelConfig, Redaction, Telemetry
+from strands_durable.spec.telemetry import (
     DEFAULT_SERVICE_NAME,
     DEFAULT_TRACES_URL,
     OtelEnv,
@@ -25,7 +26,6 @@ from strands_durable.scheduler.spec.telemetry import (
     resolve_trace_config,
     traces_url,
 )
-from strands_durable.settings import TelemetryPolicy
 from strands_durable.worker.telemetry.ids import sampled, session_span_id, session_trace_id
 from strands_durable.worker.telemetry.redaction import REDACTED, redact_span
 
@@ -193,7 +193,7 @@ def test_the_allow_list_and_the_operators_endpoint_pass() -> None:
 
 
 def load_with_policy(endpoint: str, allowed: str, env: OtelEnv | None = None) -> str:
-    from strands_durable.scheduler.spec.model import Spec
+    from strands_durable.spec.model import Spec
 
     spec = Spec.model_validate(spec_with(endpoint))
     try:
@@ -207,7 +207,7 @@ def load_with_policy(endpoint: str, allowed: str, env: OtelEnv | None = None) ->
 @pytest.mark.parametrize("endpoint", ["localhost:4318", "ftp://h/x", "http://h:port",
                                       "http://[::1"])
 def test_an_endpoint_that_is_no_http_url_is_refused_even_locally(endpoint: str) -> None:
-    from strands_durable.scheduler.spec.model import Spec
+    from strands_durable.spec.model import Spec
 
     spec = Spec.model_validate(spec_with(endpoint))
     with pytest.raises(SpecError) as caught:
@@ -218,7 +218,7 @@ def test_an_endpoint_that_is_no_http_url_is_refused_even_locally(endpoint: str) 
 @pytest.mark.parametrize("endpoint", ["ftp://user:s3cret@h/x", "http://user:s3cret@h:99999",
                                       "http://user:s3cret@[::1", "http://u:pa/s3cret@h:x"])
 def test_a_refused_endpoint_never_shows_its_password(endpoint: str) -> None:
-    from strands_durable.scheduler.spec.model import Spec
+    from strands_durable.spec.model import Spec
 
     spec = Spec.model_validate(spec_with(endpoint))
     with pytest.raises(SpecError) as caught:
@@ -236,7 +236,7 @@ def test_a_huge_endpoint_gets_a_bounded_error(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_durable_run_on_the_users_machine_honours_the_spec_endpoint() -> None:
-    from strands_durable.scheduler.spec.model import Spec
+    from strands_durable.spec.model import Spec
 
     spec = Spec.model_validate(spec_with("http://anywhere.example:4318"))
     check_telemetry(spec, "s", TelemetryPolicy(), OtelEnv(), local=True)

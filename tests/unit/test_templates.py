@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from strands_durable.errors import TemplateError
-from strands_durable.scheduler.spec.templates import (
+from strands_durable.spec.templates import (
     ENV,
     render,
     render_condition,
@@ -120,7 +120,7 @@ def test_control_characters_are_stripped() -> None:
 
 
 def test_compiled_templates_are_cached() -> None:
-    from strands_durable.scheduler.spec import templates
+    from strands_durable.spec import templates
 
     templates._compile.cache_clear()
     for _ in range(3):

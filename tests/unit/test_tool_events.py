@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from strands_durable.api.watch import step_rows
 from strands_durable.models import Event, EventType
-from strands_durable.scheduler.operations.history import event_doc
+from strands_durable.sessions.history import event_doc
 
 
 def test_other_events_keep_their_six_fields() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from strands_durable.scheduler.spec.sections import Redaction, Telemetry
-from strands_durable.scheduler.spec.telemetry import OtelEnv, resolve_trace_config
+from strands_durable.spec.sections import Redaction, Telemetry
+from strands_durable.spec.telemetry import OtelEnv, resolve_trace_config
 from strands_durable.worker.telemetry.pii import PLACEHOLDER, mask_attributes, mask_text
 
 R = PLACEHOLDER

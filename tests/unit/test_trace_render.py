@@ -14,11 +14,11 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.trace import SpanContext, TraceFlags
 
 from strands_durable.models import SpanRecord, StepResult, StepTrace
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.planning.trace import max_trace_spans, render_trace
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.model import Spec
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.planning.trace import max_trace_spans, render_trace
 from strands_durable.settings import Limits
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.model import Spec
 from strands_durable.worker.telemetry.collect import (
     MAX_VALUE_CHARS,
     Collectors,

@@ -21,16 +21,16 @@ import pytest
 
 from strands_durable.errors import TemplateError
 from strands_durable.models import SessionStatus, StepJob, StepResult
-from strands_durable.scheduler.patterns.base import Decision, PlanContext
-from strands_durable.scheduler.patterns.workflow import (
+from strands_durable.patterns.base import Decision, PlanContext
+from strands_durable.patterns.workflow import (
     WorkflowPlanner,
     execution_order,
     layers,
     task_key,
     task_refs,
 )
-from strands_durable.scheduler.planning.artifacts import render_artifacts
-from strands_durable.scheduler.spec.loader import LoadedSpec, load_spec_text
+from strands_durable.planning.artifacts import render_artifacts
+from strands_durable.spec.loader import LoadedSpec, load_spec_text
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "strands-cli" / "workflow-parallel-research.yaml"
 ORDERS: list[str | int] = ["fifo", "lifo", *range(8)]

@@ -18,7 +18,7 @@ from strands.models.model import Model
 from strands_durable.errors import ProviderError
 from strands_durable.provider_policy import ProviderPolicy, current_provider_policy
 from strands_durable.providers import PROVIDERS
-from strands_durable.scheduler.spec.provider_hosts import (
+from strands_durable.spec.provider_hosts import (
     granted_hosts,
     judge_host,
     model_problem,

@@ -8,7 +8,7 @@ from typing import Any
 
 from strands.models.model import Model
 
-from strands_durable.scheduler.spec.script import ScriptConfig
+from strands_durable.spec.script import ScriptConfig
 
 __all__ = ["Builder", "ModelConfig", "sampling"]
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 
 from strands_durable.errors import SpecError
-from strands_durable.scheduler.spec.model import Spec
+from strands_durable.spec.model import Spec
 
 __all__ = ["CREDENTIAL_VARIABLES", "check_credentials"]
 

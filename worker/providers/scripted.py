@@ -21,7 +21,7 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from strands_durable.errors import ProviderError
-from strands_durable.scheduler.spec.script import ScriptConfig, ScriptToolCall
+from strands_durable.spec.script import ScriptConfig, ScriptToolCall
 from strands_durable.worker.providers.config import ModelConfig
 
 T = TypeVar("T", bound=BaseModel)

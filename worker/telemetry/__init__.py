@@ -6,7 +6,7 @@ installs, when a session first asks for traces, is per process too). See tracing
 routing.py (where spans go), collect.py (each step's spans, committed with it for
 `{{ TRACE }}`), redaction.py (`telemetry.redact`) and ids.py (one trace
 per session across workers and crashes); the config is resolved in
-scheduler/spec/telemetry.py, where the submit-time endpoint check lives as well.
+spec/telemetry.py, where the submit-time endpoint check lives as well.
 """
 
 from __future__ import annotations

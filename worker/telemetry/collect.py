@@ -1,4 +1,4 @@
-"""The spans of one step's run, kept for `{{ TRACE }}` (scheduler/planning/trace.py): each
+"""The spans of one step's run, kept for `{{ TRACE }}` (planning/trace.py): each
 finished span under the step's span, redacted as it is for export, in strands-cli's
 span-dict format (TraceCollector.add_span), travels with the step's commit
 (StepResult.trace). A step that runs again after a crash commits only the spans of the
@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.util.types import Attributes
 
 from strands_durable.models import SpanEvent, SpanRecord, StepTrace
-from strands_durable.scheduler.planning.trace import max_trace_spans
+from strands_durable.planning.trace import max_trace_spans
 from strands_durable.worker.telemetry.pii import mask_attributes
 from strands_durable.worker.telemetry.redaction import redact_span
 

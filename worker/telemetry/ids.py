@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 # The trace id is the planner's too: it names the trace in the `{{ TRACE }}` artifact.
-from strands_durable.scheduler.planning.trace import session_trace_id
+from strands_durable.planning.trace import session_trace_id
 
 __all__ = ["sampled", "session_span_id", "session_trace_id"]
 

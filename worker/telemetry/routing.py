@@ -25,8 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.util.re import parse_env_headers
 
-from strands_durable.scheduler.spec.telemetry import TraceConfig
 from strands_durable.settings import TelemetryPolicy
+from strands_durable.spec.telemetry import TraceConfig
 from strands_durable.worker.telemetry.collect import Collectors
 from strands_durable.worker.telemetry.redaction import redact_span
 

@@ -35,15 +35,15 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 from opentelemetry.trace import TraceFlags as Flags
 
 from strands_durable.models import StepJob
-from strands_durable.scheduler.planning.trace import traced
-from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.telemetry import (
+from strands_durable.planning.trace import traced
+from strands_durable.settings import TelemetryPolicy
+from strands_durable.spec.model import Spec
+from strands_durable.spec.telemetry import (
     OtelEnv,
     TraceConfig,
     is_local_run,
     resolve_trace_config,
 )
-from strands_durable.settings import TelemetryPolicy
 from strands_durable.store.records import SessionRecord
 from strands_durable.worker.telemetry.collect import Collectors, StepCollector
 from strands_durable.worker.telemetry.ids import sampled, session_span_id, session_trace_id

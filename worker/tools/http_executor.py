@@ -26,8 +26,8 @@ import httpx
 from strands.types._events import ToolResultEvent
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolSpec, ToolUse
 
-from strands_durable.scheduler.spec.tools import ENV_REFERENCE, HttpExecutor
 from strands_durable.settings import ToolPolicy
+from strands_durable.spec.tools import ENV_REFERENCE, HttpExecutor
 from strands_durable.worker.tools.context import INVOCATION_STATE_KEY, ToolCall, current_tool_call
 from strands_durable.worker.tools.native._common import ToolArgError, error, headers_arg, ok
 from strands_durable.worker.tools.net_guard import FetchFailed, ToolRefused, guarded_request

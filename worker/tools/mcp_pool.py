@@ -36,8 +36,8 @@ from strands.tools.mcp import MCPAgentTool, MCPClient
 from strands.types.events import ToolResultEvent
 from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
 
-from strands_durable.scheduler.spec.tools import ENV_REFERENCE, McpServer
 from strands_durable.settings import ToolPolicy
+from strands_durable.spec.tools import ENV_REFERENCE, McpServer
 from strands_durable.worker.tools.net_guard import ToolRefused, check_url
 from strands_durable.worker.tools.results import error_result
 

@@ -2,7 +2,7 @@
 (`tools/skill_loader.py`): `Skill("id")` answers the skill's SKILL.md (else README.md),
 `Skill("id/module")` its `module.md`, with strands-cli's headers and error texts.
 
-It serves from the files the loader read and carried in the spec (scheduler/spec/
+It serves from the files the loader read and carried in the spec (spec/
 skills.py): it never touches this worker's disk, so `..` or an absolute module name
 finds nothing. "Already loaded" is decided by the agent's own conversation (a success
 of the same `Skill` call in it), so a re-run after a crash answers as the first run
@@ -18,10 +18,10 @@ from typing import Any
 from strands.tools.tools import PythonAgentTool
 from strands.types.tools import AgentTool, ToolResult, ToolSpec, ToolUse
 
-from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.sections import Skill
-from strands_durable.scheduler.spec.security import SKILL_TOOL, tool_allowed
-from strands_durable.scheduler.spec.skills import SkillFiles, skill_library
+from strands_durable.spec.model import Spec
+from strands_durable.spec.sections import Skill
+from strands_durable.spec.security import SKILL_TOOL, tool_allowed
+from strands_durable.spec.skills import SkillFiles, skill_library
 from strands_durable.worker.tools.results import error_result
 
 __all__ = ["SKILL_TOOL", "TOOL_SPEC", "answer", "skill_tool", "skills_allowed"]

@@ -18,10 +18,10 @@ from strands.types.tools import AgentTool
 
 from strands_durable.errors import StepFailed
 from strands_durable.models import StepJob
-from strands_durable.scheduler.spec.model import Spec
-from strands_durable.scheduler.spec.tool_checks import agent_tools
-from strands_durable.scheduler.spec.tools import ToolsConfig
 from strands_durable.settings import ToolPolicy
+from strands_durable.spec.model import Spec
+from strands_durable.spec.tool_checks import agent_tools
+from strands_durable.spec.tools import ToolsConfig
 from strands_durable.worker.tools.http_executor import build_http_executor
 from strands_durable.worker.tools.mcp_pool import McpPool, McpRefused, McpUnavailable
 from strands_durable.worker.tools.native import load_native

@@ -10,9 +10,9 @@ from typing import Any
 from strands.types.tools import ToolResult, ToolUse
 
 from strands_durable.errors import DurableError
-from strands_durable.scheduler.spec.loader import load_spec_data
-from strands_durable.scheduler.spec.reading import check_spec_size, parse_yaml
 from strands_durable.settings import current_limits
+from strands_durable.spec.loader import load_spec_data
+from strands_durable.spec.reading import check_spec_size, parse_yaml
 from strands_durable.worker.tools.native._common import ok, run_tool, str_arg
 
 TOOL_SPEC = {

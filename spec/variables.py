@@ -1,0 +1,94 @@
+"""A spec's input variables: defaults, then `inputs.values`, then the caller's values,
+each typed as its input declares (text values are parsed: "3" for an integer)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from strands_durable.errors import SpecError
+from strands_durable.spec.model import Inputs, InputVarSpec, Spec
+from strands_durable.spec.problems import short
+
+__all__ = ["resolve_variables"]
+
+_TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
+_FALSE_WORDS = frozenset({"false", "no", "off", "0"})
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def resolve_variables(spec: Spec, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Input defaults, then `inputs.values`, then overrides (typed where declared)."""
+    inputs = spec.inputs or Inputs()
+    variables: dict[str, Any] = {}
+    for section in (inputs.required, inputs.optional):
+        for name, declared in section.items():
+            if declared.has_default:
+                variables[name] = declared.default
+    variables.update(inputs.values)
+    for name, raw in overrides.items():
+        variables[name] = _coerce(name, raw, inputs.declared(name), source)
+    for name in inputs.required:
+        if variables.get(name) is None:
+            raise SpecError(
+                source,
+                f"inputs.required.{name}",
+                f"required input {name!r} has no value; give it one among the variables",
+            )
+    return variables
+
+
+def _coerce(name: str, raw: Any, declared: InputVarSpec | None, source: str) -> Any:
+    if declared is None:
+        return raw
+    value = _typed(raw, declared.type)
+    path = f"variables.{name}"
+    if value is _INVALID:
+        raise SpecError(source, path, f"{short(raw)} is not a valid {declared.type}")
+    if declared.enum is not None and value not in declared.enum:
+        allowed = ", ".join(map(str, declared.enum))
+        raise SpecError(source, path, f"must be one of: {allowed} (got {short(raw)})")
+    return value
+
+
+_INVALID = object()
+
+
+def _typed(raw: Any, kind: str) -> Any:
+    """`raw` as the declared input type (strings from --var are parsed), or _INVALID."""
+    if isinstance(raw, str) and kind != "string":
+        return _parse_typed(raw.strip(), kind)
+    checks = {
+        "string": lambda v: isinstance(v, str),
+        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        "boolean": lambda v: isinstance(v, bool),
+        "array": lambda v: isinstance(v, list),
+        "object": lambda v: isinstance(v, dict),
+    }
+    return raw if checks[kind](raw) else _INVALID
+
+
+def _parse_typed(text: str, kind: str) -> Any:
+    if kind in ("integer", "number") and _INTEGER.fullmatch(text):
+        return int(text)
+    if kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            return _INVALID
+        return number if math.isfinite(number) else _INVALID
+    if kind == "boolean" and text.lower() in _TRUE_WORDS | _FALSE_WORDS:
+        return text.lower() in _TRUE_WORDS
+    if kind in ("array", "object"):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            return _INVALID
+        return value if isinstance(value, list if kind == "array" else dict) else _INVALID
+    return _INVALID
+
+
