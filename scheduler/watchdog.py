@@ -16,7 +16,7 @@ from strands_durable.errors import LockNotAcquired
 from strands_durable.models import Event, EventType, SessionStatus, now_iso
 from strands_durable.planning.budgets import Spend, exceeded, limits
 from strands_durable.sessions.control import session_lock
-from strands_durable.sessions.status import parse_spec
+from strands_durable.spec.model import parse_spec
 from strands_durable.store.store import RunningFields, Store
 
 log = logging.getLogger("durable.scheduler")

@@ -36,8 +36,7 @@ from strands_durable.patterns import PlanContext, planner_for
 from strands_durable.planning.advance import timeout_job, waiting_entry, waiting_reason
 from strands_durable.planning.budgets import Spend, exceeded, limits
 from strands_durable.sessions.control import session_lock
-from strands_durable.sessions.status import parse_spec
-from strands_durable.spec.model import Spec
+from strands_durable.spec.model import Spec, parse_spec
 from strands_durable.store.store import NewFork, SessionRecord, Store
 
 # Events that make the step they name (and every checkpoint after it) not clean.

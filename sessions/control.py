@@ -26,8 +26,8 @@ from strands_durable.models import (
 from strands_durable.planning.advance import WAITING_FOR_HUMAN, Snapshot, plan_commit
 from strands_durable.planning.budgets import BUDGET_NAMES, Spend, exceeded, limits
 from strands_durable.sessions.start import spec_digest, spec_json
-from strands_durable.sessions.status import parse_spec
 from strands_durable.spec.loader import LoadedSpec
+from strands_durable.spec.model import parse_spec
 from strands_durable.store.locks import Lock
 from strands_durable.store.store import SessionRecord, Store
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from strands_durable.models import SessionStatus, TokenUsage
 from strands_durable.patterns import PlanContext, planner_for
 from strands_durable.planning.advance import FINAL_RESPONSE
-from strands_durable.spec.model import Spec
+from strands_durable.spec.model import parse_spec
 from strands_durable.store.store import SessionRecord, Store
 
 WAITING_FIELDS = ("step", "prompt", "context_display", "default", "timeout_at_ms")
@@ -54,11 +53,6 @@ class SessionDetail(SessionSummary):
     waiting: list[WaitingStep] = Field(
         default_factory=list, description="Human-in-the-loop steps waiting for an answer "
         "(POST .../signal gives it).")
-
-
-@lru_cache(maxsize=256)
-def parse_spec(spec_json: str) -> Spec:
-    return Spec.model_validate(json.loads(spec_json))
 
 
 async def pattern_state_view(store: Store, record: SessionRecord) -> dict[str, Any]:

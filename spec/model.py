@@ -8,6 +8,8 @@ validates against that schema first, so these models carry types rather than rul
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
@@ -197,3 +199,10 @@ class Spec(BaseModel):
             mcp=[server for server in selected.mcp if server.id in allowed],
             http_executors=[executor for executor in selected.http_executors
                             if executor.id in allowed])
+
+
+@lru_cache(maxsize=256)
+def parse_spec(spec_json: str) -> Spec:
+    """A session's stored spec (checked at submit), read back; cached by its text, since
+    every step of a session reads the same one."""
+    return Spec.model_validate(json.loads(spec_json))

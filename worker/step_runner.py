@@ -35,9 +35,8 @@ from strands_durable.models import (
 )
 from strands_durable.planning.advance import Snapshot, plan_commit
 from strands_durable.planning.inline import LOOP_BUDGET_S, may_plan_on_loop
-from strands_durable.sessions.status import parse_spec
 from strands_durable.settings import DurableSettings
-from strands_durable.spec.model import Spec
+from strands_durable.spec.model import Spec, parse_spec
 from strands_durable.spec.render_guard import LoopBudgetSpent, on_the_loop
 from strands_durable.store.records import GateOutcome, TakenEntry
 from strands_durable.store.store import CommitRequest, Store

@@ -13,9 +13,9 @@ import pytest
 
 from strands_durable.errors import SpecError
 from strands_durable.sessions.start import spec_json
-from strands_durable.sessions.status import parse_spec
 from strands_durable.spec import skills as skills_mod
 from strands_durable.spec.loader import load_spec_data, load_spec_file, load_spec_text
+from strands_durable.spec.model import parse_spec
 from strands_durable.spec.skills import read_skill_dir, skill_library
 from strands_durable.worker.tools.skill import SKILL_TOOL, answer, skill_tool
 
