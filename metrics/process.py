@@ -20,7 +20,6 @@ from prometheus_client import (
 )
 
 from strands_durable.models import StepResult
-from strands_durable.store.store import CommitOutcome, CommitRequest, Store
 
 log = logging.getLogger("durable.metrics")
 
@@ -126,16 +125,12 @@ agent_label = CappedLabels(MAX_AGENT_LABELS)
 
 
 # -- observation points (one call per site in the worker and scheduler) --------------
-async def timed_commit(store: Store, req: CommitRequest, take_next: int = 0
-                       ) -> CommitOutcome:
-    """`store.commit(req, take_next)`, timed; a checkpoint that was written is also
-    measured."""
-    started = time.perf_counter()
-    outcome = await store.commit(req, take_next)
-    COMMIT_SECONDS.observe(time.perf_counter() - started)
-    if outcome.verdict == "ok":
-        CHECKPOINT_BYTES.observe(outcome.bytes_written)
-    return outcome
+def commit_timed(seconds: float, verdict: str, bytes_written: int) -> None:
+    """A step's commit came back after `seconds` (the worker times it: metrics never
+    stand on the commit path); a checkpoint that was written is also measured."""
+    COMMIT_SECONDS.observe(seconds)
+    if verdict == "ok":
+        CHECKPOINT_BYTES.observe(bytes_written)
 
 
 @functools.lru_cache(maxsize=1024)

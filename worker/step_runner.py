@@ -18,6 +18,7 @@ import contextlib
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -281,7 +282,10 @@ class StepRunner:
             if not await self._history_survived(shard, entry_id, job, cache):
                 return None
             take = self.take_next(shard) if entry_id else 0
-            outcome = await metrics.timed_commit(self.store, request, take)
+            started = time.perf_counter()
+            outcome = await self.store.commit(request, take)
+            metrics.commit_timed(time.perf_counter() - started, outcome.verdict,
+                                 outcome.bytes_written)
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
