@@ -28,7 +28,11 @@ STEP_STATE = {
     "step_completed": "done", "step_failed": "failed", "step_retried": "retry scheduled",
     "step_dead_lettered": "dead-lettered", "step_requeued": "requeued",
     "worker_declared_dead": "worker died", "capacity_wait": "waiting for capacity",
+    "capacity_granted": "running",
 }
+# Events whose detail the step's row shows (why it failed, what it waits for, waited).
+DETAILED = frozenset({"step_failed", "step_dead_lettered", "capacity_wait",
+                      "capacity_granted"})
 STYLE = {"done": "green", "running": "cyan", "failed": "red", "dead-lettered": "red",
          "retry scheduled": "yellow", "requeued": "yellow", "queued": "dim",
          "worker died": "yellow", "waiting for capacity": "yellow"}
@@ -62,7 +66,7 @@ def step_rows(events: Sequence[tuple[str, dict[str, str]]], results: Sequence[St
             continue
         row = rows.get(step) or StepRow(step, state, 0)
         attempt = int(f.get("attempt") or 0) or row.attempt
-        detail = f.get("detail", "") if state in ("failed", "dead-lettered") else row.detail
+        detail = f.get("detail", "") if f.get("type") in DETAILED else row.detail
         rows[step] = replace(row, state=state, attempt=attempt,
                              worker=f.get("worker") or row.worker, detail=detail)
     for r in results:

@@ -53,6 +53,11 @@ class TokenUsage(BaseModel):
     by_agent: dict[str, int] = Field(default_factory=dict)
 
 
+# A session's share of a busy provider key goes with its priority (worker/capacity.py):
+# a session of priority 20 has two turns for each of one of the default's.
+PRIORITY_MIN, PRIORITY_DEFAULT, PRIORITY_MAX = 1, 10, 100
+
+
 class EventType(StrEnum):
     SESSION_STARTED = "session_started"
     STEP_SCHEDULED = "step_scheduled"
@@ -74,6 +79,8 @@ class EventType(StrEnum):
     WORKER_DECLARED_DEAD = "worker_declared_dead"
     # A model request of the step waits for its provider key's capacity (worker/capacity.py).
     CAPACITY_WAIT = "capacity_wait"
+    # ... and has its turn after waiting: the request goes out.
+    CAPACITY_GRANTED = "capacity_granted"
     TOOL_CALL_STARTED = "tool_call_started"
     TOOL_CALL_COMPLETED = "tool_call_completed"
 

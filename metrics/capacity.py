@@ -26,6 +26,15 @@ CAPACITY_IN_FLIGHT_LIMIT = Gauge(
     "durable_capacity_in_flight_limit", "Requests at once in force for a provider key "
     "(declared or learned; 0: none), as this worker last saw it", ["provider", "model"])
 
+CAPACITY_LEARNED_RPM = Gauge(
+    "durable_capacity_learned_requests_per_minute", "Requests per minute the fleet learned "
+    "for a provider key from throttling (0: none learned), as this worker last saw it",
+    ["provider", "model"])
+CAPACITY_IN_FLIGHT = Gauge(
+    "durable_capacity_in_flight_requests", "Model requests of this worker holding a lease "
+    "on their provider key now (sum over workers: the key's limit in use)",
+    ["provider", "model"])
+
 CAPACITY_WAITING = Gauge(
     "durable_capacity_waiting_requests", "Model requests of this worker's steps waiting now "
     "for their provider key's capacity (sum over workers)", ["provider", "model"])
@@ -43,7 +52,13 @@ def capacity_throttled(provider: str, model: str) -> None:
     CAPACITY_THROTTLED.labels(provider, model_label(model)).inc()
 
 
-def capacity_state(provider: str, model: str, rpm: float, in_flight_limit: int) -> None:
+def capacity_state(provider: str, model: str, rpm: float, in_flight_limit: int,
+                   learned_rpm: float = 0.0) -> None:
     label = model_label(model)
     CAPACITY_RPM.labels(provider, label).set(rpm)
     CAPACITY_IN_FLIGHT_LIMIT.labels(provider, label).set(in_flight_limit)
+    CAPACITY_LEARNED_RPM.labels(provider, label).set(learned_rpm)
+
+
+def capacity_in_flight(provider: str, model: str, change: int) -> None:
+    CAPACITY_IN_FLIGHT.labels(provider, model_label(model)).inc(change)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +18,13 @@ from strands_durable.spec.model import parse_spec
 from strands_durable.store.store import SessionRecord, Store
 
 WAITING_FIELDS = ("step", "prompt", "context_display", "default", "timeout_at_ms")
+# The newest events read for the steps waiting on provider capacity (a wait older than
+# this many of the session's events is not shown; the session is running all the same).
+CAPACITY_EVENTS = 1000
+# Events after a step's capacity_wait that say it no longer waits.
+ENDS_WAIT = frozenset({"capacity_granted", "step_started", "step_reclaimed", "step_completed",
+                       "step_failed", "step_retried", "step_dead_lettered",
+                       "worker_declared_dead"})
 
 
 class SessionSummary(BaseModel):
@@ -43,6 +51,32 @@ class WaitingStep(BaseModel):
     timeout_at_ms: int | None
 
 
+class CapacityWait(BaseModel):
+    """A running step whose model request waits for its provider key's capacity (the
+    fleet's limits, its spec's, the shared backoff or other sessions' turns). It is
+    not failing: waiting spends no attempt (worker/capacity.py)."""
+
+    step: str
+    key: str = Field(description="provider/model[@host]")
+    reason: str = Field(description="backoff, in_flight, requests_per_minute, "
+                        "tokens_per_minute, fair_share or spec_*")
+    since: str = Field(description="When it started waiting (ISO 8601).")
+
+
+def capacity_waits(events: Sequence[tuple[str, dict[str, str]]]) -> list[CapacityWait]:
+    """The steps whose latest word is a capacity_wait, from the session's events."""
+    waits: dict[str, CapacityWait] = {}
+    for _, f in events:
+        kind, step = f.get("type", ""), f.get("step", "")
+        if kind == "capacity_wait" and step:
+            label, _, rest = f.get("detail", "").rpartition(": ")
+            waits[step] = CapacityWait(step=step, key=label, reason=rest.split(",")[0],
+                                       since=f.get("at", ""))
+        elif kind in ENDS_WAIT:
+            waits.pop(step, None)
+    return list(waits.values())
+
+
 class SessionDetail(SessionSummary):
     """The status document of `durable status --json`."""
 
@@ -53,6 +87,9 @@ class SessionDetail(SessionSummary):
     waiting: list[WaitingStep] = Field(
         default_factory=list, description="Human-in-the-loop steps waiting for an answer "
         "(POST .../signal gives it).")
+    waiting_for_capacity: list[CapacityWait] = Field(
+        default_factory=list, description="Running steps waiting for their provider "
+        "key's capacity: the session is running, not stuck or failing.")
 
 
 async def pattern_state_view(store: Store, record: SessionRecord) -> dict[str, Any]:
@@ -98,4 +135,6 @@ async def session_status(store: Store, session_id: str) -> SessionDetail:
         # What the session produced, once completed (see planning/advance.py).
         final_response=record.state.get(FINAL_RESPONSE),
         # What a paused session waits for: the human's prompt and rendered context.
-        waiting=waiting)
+        waiting=waiting,
+        waiting_for_capacity=capacity_waits(await store.recent_events(
+            session_id, CAPACITY_EVENTS)) if record.status == SessionStatus.RUNNING else [])

@@ -7,20 +7,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from strands_durable.models import now_ms
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_str
+from strands_durable.store.codec import as_entries, as_str
 from strands_durable.store.script_capacity import (
     AcquireArgs,
-    CapacityKeys,
+    AcquireKeys,
     ReleaseArgs,
+    ReleaseKeys,
     ThrottledArgs,
+    ThrottledKeys,
 )
 
-__all__ = ["CapacityOps", "CapacityState", "DeclaredLimits", "Grant", "ProviderKey"]
+__all__ = ["Candidate", "CapacityOps", "CapacityState", "DeclaredLimits", "Grant",
+           "ProviderKey", "SpecScope"]
+
+NO_SCOPE = "-"  # the scope keys of a request without one: never written
 
 
 @dataclass(frozen=True)
@@ -49,20 +54,48 @@ class DeclaredLimits:
     tpm: int = 0
     in_flight: int = 0
 
+    def __bool__(self) -> bool:
+        return bool(self.rpm or self.tpm or self.in_flight)
+
+
+@dataclass(frozen=True)
+class SpecScope:
+    """A spec's own lower limits (`runtime.capacity`), kept by every session of that
+    spec together on each key it calls, beside the fleet's."""
+
+    scope_id: str  # the spec's digest (hex, bounded)
+    limits: DeclaredLimits
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A waiting request a process asks for: the first of its session's there."""
+
+    session: str
+    lease_id: str
+    estimated_tokens: int
+    weight: float = 1.0  # its session's share (priority / default priority)
+    waiting: int = 1  # requests of its session waiting in this process, itself included
+    scope: SpecScope | None = None
+
 
 @dataclass(frozen=True)
 class Grant:
     granted: bool
     wait_ms: int
-    reason: str  # why not: backoff, in_flight, requests_per_minute, tokens_per_minute
+    reason: str  # why not: backoff, in_flight, requests_per_minute, tokens_per_minute,
+    # fair_share, spec_in_flight, spec_requests_per_minute, spec_tokens_per_minute
     rpm: float  # requests per minute in force (0: none)
     in_flight_limit: int  # 0: none
     in_flight: int
+    session: str = ""  # whose candidate was granted
+    lease_id: str = ""
+    learned_rpm: float = 0.0
 
 
 @dataclass(frozen=True)
 class CapacityState:
-    """A key as `durable workers` and the metrics show it."""
+    """A key as `durable capacity`, `durable workers` and the console show it."""
 
     key: ProviderKey
     learned_rpm: float
@@ -71,63 +104,118 @@ class CapacityState:
     granted: int
     throttled: int
     backoff_ms: int  # left of the shared backoff
+    waiting: dict[str, int] = field(default_factory=dict)  # process -> requests waiting
+    waiting_sessions: int = 0
+
+    @property
+    def waiting_requests(self) -> int:
+        return sum(self.waiting.values())
 
 
 class CapacityOps(StoreBase):
-    def _capacity_keys(self, key: ProviderKey) -> CapacityKeys:
-        return CapacityKeys(self.keys.capacity(key.digest), self.keys.capacity_leases(key.digest))
+    def _part(self, key: ProviderKey, part: str) -> str:
+        return self.keys.capacity_part(key.digest, part)
+
+    def _scope_keys(self, key: ProviderKey, scope: SpecScope | None) -> tuple[str, str]:
+        name = f"scope:{scope.scope_id if scope else NO_SCOPE}"
+        return self._part(key, name), self._part(key, f"{name}:leases")
 
     async def capacity_register(self, key: ProviderKey) -> None:
         await self.redis.hset(self.keys.capacity_keys(), key.digest, json.dumps(
             {"provider": key.provider, "model": key.model, "host": key.host}))
 
-    async def capacity_acquire(self, key: ProviderKey, limits: DeclaredLimits, lease_id: str,
-                               lease_ttl_ms: int, estimated_tokens: int,
-                               wait_cap_ms: int) -> Grant:
+    async def capacity_acquire(self, key: ProviderKey, limits: DeclaredLimits,
+                               candidates: list[Candidate], lease_ttl_ms: int,
+                               wait_cap_ms: int, process: str = "", waiting: int = 0
+                               ) -> Grant:
+        """One of `candidates` granted (fair share among the sessions waiting), or how
+        long to wait. `waiting`: this process's requests waiting for the key."""
+        scopes: list[SpecScope] = []
+        for c in candidates:
+            if c.scope is not None and c.scope not in scopes:
+                scopes.append(c.scope)
+        wanted = [[c.session, c.weight, c.estimated_tokens, c.lease_id, c.waiting,
+                   scopes.index(c.scope) + 1 if c.scope is not None else 0]
+                  for c in candidates]
+        scope_keys = tuple(k for s in scopes for k in self._scope_keys(key, s))
         reply = await self.scripts.capacity_acquire(
-            keys=self._capacity_keys(key),
-            args=AcquireArgs(now_ms(), lease_id, lease_ttl_ms, estimated_tokens, limits.rpm,
-                             limits.tpm, limits.in_flight, wait_cap_ms))
+            keys=AcquireKeys(self.keys.capacity(key.digest),
+                             self.keys.capacity_leases(key.digest), self._part(key, "waiting"),
+                             self._part(key, "queue"), self._part(key, "queue_expiry"),
+                             self._part(key, "passes"), scope_keys),
+            args=AcquireArgs(now_ms(), lease_ttl_ms, limits.rpm, limits.tpm, limits.in_flight,
+                             wait_cap_ms, process or "-", waiting, json.dumps(wanted),
+                             json.dumps([[s.limits.rpm, s.limits.tpm, s.limits.in_flight]
+                                         for s in scopes])))
         return Grant(granted=int(reply[0]) == 1, wait_ms=int(reply[1]), reason=as_str(reply[2]),
                      rpm=float(as_str(reply[3])), in_flight_limit=int(reply[4]),
-                     in_flight=int(reply[5]))
+                     in_flight=int(reply[5]), session=as_str(reply[6]),
+                     lease_id=as_str(reply[7]), learned_rpm=float(as_str(reply[8])))
 
-    async def capacity_renew(self, key: ProviderKey, lease_id: str, until_ms: int) -> None:
+    def _release_keys(self, key: ProviderKey, scope: SpecScope | None) -> ReleaseKeys:
+        return ReleaseKeys(self.keys.capacity(key.digest), self.keys.capacity_leases(key.digest),
+                           *self._scope_keys(key, scope))
+
+    async def capacity_renew(self, key: ProviderKey, lease_id: str, until_ms: int,
+                             scope: SpecScope | None = None) -> None:
         await self.scripts.capacity_release(
-            keys=self._capacity_keys(key), args=ReleaseArgs(lease_id, 0, 0, 0, 0, until_ms))
+            keys=self._release_keys(key, scope), args=ReleaseArgs(lease_id, 0, 0, 0, 0, until_ms))
 
     async def capacity_release(self, key: ProviderKey, limits: DeclaredLimits, lease_id: str,
-                               extra_tokens: int, succeeded: bool) -> None:
+                               extra_tokens: int, succeeded: bool,
+                               scope: SpecScope | None = None) -> None:
         await self.scripts.capacity_release(
-            keys=self._capacity_keys(key),
+            keys=self._release_keys(key, scope),
             args=ReleaseArgs(lease_id, extra_tokens, int(succeeded), limits.rpm,
                              limits.in_flight, 0))
 
     async def capacity_throttled(self, key: ProviderKey, lease_id: str, backoff_ms: int,
-                                 told_rpm: int, decrease: float, min_rpm: int
-                                 ) -> tuple[float, int]:
+                                 told_rpm: int, decrease: float, min_rpm: int,
+                                 scope: SpecScope | None = None) -> tuple[float, int]:
         reply = await self.scripts.capacity_throttled(
-            keys=self._capacity_keys(key),
+            keys=ThrottledKeys(self.keys.capacity(key.digest),
+                               self.keys.capacity_leases(key.digest),
+                               self._scope_keys(key, scope)[1]),
             args=ThrottledArgs(now_ms(), lease_id, backoff_ms, told_rpm, decrease, min_rpm))
         return float(as_str(reply[0])), int(reply[1])
 
+    async def capacity_priority(self, session_id: str) -> int | None:
+        """The priority a session was submitted with (None: the default)."""
+        value = await self.redis.hget(self.keys.meta(session_id), "priority")
+        return int(as_str(value)) if value is not None and as_str(value).isdigit() else None
+
     async def capacity_states(self) -> list[CapacityState]:
         """Every key the fleet has used, with its state now."""
-        now = now_ms()
         states = []
         for digest, raw in sorted((await self.redis.hgetall(self.keys.capacity_keys())).items()):
             described = json.loads(as_str(raw))
             key = ProviderKey(described["provider"], described["model"], described["host"])
-            if key.digest != as_str(digest):
-                continue
-            fields = await self.redis.hmget(
-                self.keys.capacity(key.digest),
-                ["learned_rpm", "learned_inflight", "granted", "throttled", "backoff_until"])
-            values = [as_str(v) if v is not None else "0" for v in fields]
-            leases = self.keys.capacity_leases(key.digest)
-            in_flight = await self.redis.zcount(leases, now + 1, "+inf")
-            states.append(CapacityState(
-                key=key, learned_rpm=float(values[0]), learned_in_flight=float(values[1]),
-                in_flight=int(in_flight), granted=int(values[2]), throttled=int(values[3]),
-                backoff_ms=max(0, int(float(values[4])) - now)))
+            if key.digest == as_str(digest):
+                states.append(await self._state(key))
         return states
+
+    async def _state(self, key: ProviderKey) -> CapacityState:
+        now = now_ms()
+        fields = await self.redis.hmget(
+            self.keys.capacity(key.digest),
+            ["learned_rpm", "learned_inflight", "granted", "throttled", "backoff_until"])
+        values = [as_str(v) if v is not None else "0" for v in fields]
+        in_flight = await self.redis.zcount(self.keys.capacity_leases(key.digest), now + 1,
+                                            "+inf")
+        waiting = {}
+        for process, raw in (await self.redis.hgetall(self._part(key, "waiting"))).items():
+            count, _, until = as_str(raw).partition("|")
+            if until.isdigit() and int(until) > now and count.isdigit():
+                waiting[as_str(process)] = int(count)
+        sessions = await self.redis.zcount(self._part(key, "queue_expiry"), now + 1, "+inf")
+        return CapacityState(
+            key=key, learned_rpm=float(values[0]), learned_in_flight=float(values[1]),
+            in_flight=int(in_flight), granted=int(values[2]), throttled=int(values[3]),
+            backoff_ms=max(0, int(float(values[4])) - now), waiting=waiting,
+            waiting_sessions=int(sessions))
+
+    async def recent_events(self, session_id: str, count: int) -> list[tuple[str, dict[str, str]]]:
+        """A session's newest `count` events, oldest first (what a waiting step shows)."""
+        entries = await self.redis.xrevrange(self.keys.events(session_id), "+", "-",
+                                             count=count)
+        return as_entries(list(reversed(entries)))

@@ -262,6 +262,13 @@ class Keys:
         """The key's requests in flight: lease id -> expiry ms."""
         return f"{self.capacity(digest)}:leases"
 
+    def capacity_part(self, digest: str, part: str) -> str:
+        """Another of a provider key's structures, in its slot: `waiting` (process ->
+        requests waiting there), `queue` and `queue_expiry` (the sessions waiting: their
+        pass, when they lapse), `passes` (sessions' passes between their waits),
+        `scope:<id>` and `scope:<id>:leases` (a spec's own lower limits)."""
+        return f"{self.capacity(digest)}:{part}"
+
     def capacity_keys(self) -> str:
         """Every provider key the fleet has used: digest -> its description (JSON)."""
         return f"{self.prefix}:caps"

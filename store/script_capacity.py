@@ -7,7 +7,8 @@ from typing import Any
 
 from strands_durable.store.script_library import ScriptLibrary
 
-__all__ = ["AcquireArgs", "CapacityKeys", "CapacityScripts", "ReleaseArgs", "ThrottledArgs"]
+__all__ = ["AcquireArgs", "AcquireKeys", "CapacityKeys", "CapacityScripts", "ReleaseArgs",
+           "ReleaseKeys", "ThrottledArgs", "ThrottledKeys"]
 
 
 @dataclass(frozen=True)
@@ -17,15 +18,36 @@ class CapacityKeys:
 
 
 @dataclass(frozen=True)
+class AcquireKeys:
+    state: str
+    leases: str
+    waiting: str  # process -> 'n|expiry ms': requests waiting there
+    queue: str  # waiting session -> its pass (fair share)
+    queue_expiry: str  # waiting session -> when its registration lapses
+    passes: str  # session -> its pass, kept between its waits
+    scope_keys: tuple[str, ...]  # per spec scope: its state hash, its leases zset
+
+
+@dataclass(frozen=True)
 class AcquireArgs:
     now_ms: int
-    lease_id: str
     lease_ttl_ms: int
-    estimated_tokens: int
     declared_rpm: int
     declared_tpm: int
     declared_in_flight: int
     wait_cap_ms: int
+    process: str
+    waiting_here: int  # requests of this process waiting for the key
+    candidates: str  # JSON [[session, weight, tokens, lease id, waiting here, scope], ...]
+    scopes: str  # JSON [[rpm, tpm, in flight], ...]: scope i's keys are scopes[2i-2:2i]
+
+
+@dataclass(frozen=True)
+class ReleaseKeys:
+    state: str
+    leases: str
+    scope_state: str  # the request's spec scope (keys that do not exist when it has none)
+    scope_leases: str
 
 
 @dataclass(frozen=True)
@@ -39,6 +61,13 @@ class ReleaseArgs:
 
 
 @dataclass(frozen=True)
+class ThrottledKeys:
+    state: str
+    leases: str
+    scope_leases: str
+
+
+@dataclass(frozen=True)
 class ThrottledArgs:
     now_ms: int
     lease_id: str
@@ -49,13 +78,15 @@ class ThrottledArgs:
 
 
 class CapacityScripts(ScriptLibrary):
-    async def capacity_acquire(self, *, keys: CapacityKeys, args: AcquireArgs) -> list[Any]:
-        """[granted 0|1, wait ms, reason, rpm in force, in-flight limit, in flight]."""
+    async def capacity_acquire(self, *, keys: AcquireKeys, args: AcquireArgs) -> list[Any]:
+        """[granted 0|1, wait ms, reason, rpm in force, in-flight limit, in flight,
+        granted session, granted lease id, learned rpm]."""
         return list(await self._call("capacity_acquire", keys, args))
 
-    async def capacity_release(self, *, keys: CapacityKeys, args: ReleaseArgs) -> int:
+    async def capacity_release(self, *, keys: ReleaseKeys, args: ReleaseArgs) -> int:
         return int(await self._call("capacity_release", keys, args) or 0)
 
-    async def capacity_throttled(self, *, keys: CapacityKeys, args: ThrottledArgs) -> list[Any]:
+    async def capacity_throttled(self, *, keys: ThrottledKeys, args: ThrottledArgs
+                                 ) -> list[Any]:
         """[rpm in force, in-flight limit]."""
         return list(await self._call("capacity_throttled", keys, args))

@@ -3,43 +3,51 @@ instead of meeting the account's limit alone.
 
 Each live model turn of a step (a replayed one costs nothing) takes a lease on its
 provider key (provider, model, host) from Redis (store/capacity.py): within the limits
-the operator declared (DURABLE_CAPACITY_LIMITS) and those learned from throttling, after
-the fleet's shared backoff. A throttled answer (429, Anthropic's 529, Bedrock's
-ThrottlingException) is not a failure: the key backs off for the whole fleet (the
-provider's Retry-After, else a second), its learned rate and concurrency shrink, and the
-turn waits and asks again. Waiting costs no attempt, no `failure_policy` retry and no
-delivery; a turn that waited DURABLE_CAPACITY_MAX_WAIT_S in all fails its step, naming
-the key and the limit. Successes grow the learned limits back (AIMD), so the fleet
-settles just under the account's limit.
+the operator declared (DURABLE_CAPACITY_LIMITS), the lower ones its spec declared
+(`runtime.capacity`) and those learned from throttling, after the fleet's shared backoff.
+A throttled answer (429, Anthropic's 529, Bedrock's ThrottlingException) is not a
+failure: the key backs off for the whole fleet (the provider's Retry-After, else a
+second), its learned rate and concurrency shrink, and the turn waits and asks again.
+Waiting costs no attempt, no `failure_policy` retry and no delivery; a turn that waited
+DURABLE_CAPACITY_MAX_WAIT_S in all fails its step, naming the key and the limit.
+Successes grow the learned limits back (AIMD), so the fleet settles just under the
+account's limit.
+
+Capacity goes round the sessions that wait for it (fair share, weighted by the priority
+each was submitted with): in a process, one poller per key asks Redis for its waiting
+requests together, one candidate per session, and the script picks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import itertools
 import logging
+import os
 import random
+import socket
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
-
-from strands.models.model import Model
-from strands.types.content import Messages
-from strands.types.streaming import StreamEvent
-from strands.types.tools import ToolSpec
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from strands_durable import metrics
 from strands_durable.errors import Unavailable
+from strands_durable.models import PRIORITY_DEFAULT
 from strands_durable.provider_policy import CapacityPolicy
-from strands_durable.store.capacity import DeclaredLimits, ProviderKey
+from strands_durable.store.capacity import (
+    Candidate,
+    DeclaredLimits,
+    Grant,
+    ProviderKey,
+    SpecScope,
+)
 from strands_durable.store.store import Store
-from strands_durable.worker.model_wrapper import ModelWrapper
-from strands_durable.worker.providers.transient import Throttle, throttle_of
+from strands_durable.worker.providers.transient import Throttle
 
-__all__ = ["CapacityExhausted", "CapacityGate", "CapacityModel", "Lease", "estimate_tokens"]
+__all__ = ["CapacityExhausted", "CapacityGate", "Lease", "OnGranted", "OnWait"]
 
 log = logging.getLogger("durable.worker")
 
@@ -50,10 +58,15 @@ DEFAULT_BACKOFF_S = 1.0  # a throttle that names no Retry-After
 DECREASE = 0.7  # a throttle's multiplicative decrease of the learned limits
 MIN_RPM = 1
 WAIT_CAP_MS = 1_000  # the longest one sleep before asking again (others' leases end)
-OUTPUT_ESTIMATE = 512  # tokens a reply is assumed to take before its usage is known
+CANDIDATES = 16  # sessions a process asks for at once (the rest in later turns)
+PRIORITIES_KEPT = 10_000  # sessions whose priority a process remembers
+ANONYMOUS = "-"  # requests of no session (a compaction's summary outside a step)
+WOKEN_BY_RELEASE = frozenset({"in_flight", "fair_share", "spec_in_flight"})
 
 # Told when a turn starts waiting: (the key's label, why, the advised wait in ms).
 OnWait = Callable[[str, str, int], Awaitable[None]]
+# Told when a turn that was told to wait has its turn: (the key's label, seconds waited).
+OnGranted = Callable[[str, float], Awaitable[None]]
 
 
 class CapacityExhausted(Unavailable):
@@ -68,28 +81,70 @@ class Lease:
     limits: DeclaredLimits
     lease_id: str
     estimated_tokens: int
+    scope: SpecScope | None = None
 
 
-def estimate_tokens(messages: Messages, system_prompt: str | None, max_tokens: int | None
-                    ) -> int:
-    """A request's tokens before the provider counts them: about four characters a token
-    of what is sent, and the reply's ceiling (or a typical reply)."""
-    sent = len(json.dumps(messages, default=str)) + len(system_prompt or "")
-    return sent // 4 + (max_tokens or OUTPUT_ESTIMATE)
+@dataclass(eq=False)
+class _Waiter:
+    session: str
+    weight: float
+    estimate: int
+    scope: SpecScope | None
+    on_wait: OnWait | None
+    lease_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    future: asyncio.Future[Grant] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    told: bool = False
+    last: Grant | None = None  # the latest refusal
+
+
+class _KeyQueue:
+    """This process's waiters for one key, by session, sessions in turn."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, deque[_Waiter]] = {}
+        self.by_lease: dict[str, _Waiter] = {}
+        self.poller: asyncio.Task[None] | None = None
+        self.freed = asyncio.Event()
+
+    def add(self, waiter: _Waiter) -> None:
+        if waiter.session not in self.sessions:
+            self.freed.set()  # a new session may be the one the fleet serves next
+        self.sessions.setdefault(waiter.session, deque()).append(waiter)
+        self.by_lease[waiter.lease_id] = waiter
+
+    def remove(self, waiter: _Waiter) -> None:
+        if self.by_lease.pop(waiter.lease_id, None) is None:
+            return
+        waiters = self.sessions[waiter.session]
+        waiters.remove(waiter)
+        if not waiters:
+            del self.sessions[waiter.session]
+
+    def served(self, waiter: _Waiter) -> None:
+        """Granted: out of the queue, and its session goes to the back of the turn."""
+        self.remove(waiter)
+        if waiter.session in self.sessions:
+            self.sessions[waiter.session] = self.sessions.pop(waiter.session)
+
+    def candidates(self) -> list[Candidate]:
+        return [Candidate(session, w.lease_id, w.estimate, w.weight, len(waiters), w.scope)
+                for session, waiters in itertools.islice(self.sessions.items(), CANDIDATES)
+                for w in (waiters[0],)]
 
 
 class CapacityGate:
     """One per worker process: takes and gives back leases on provider keys."""
 
-    def __init__(self, store: Store, policy: CapacityPolicy) -> None:
+    def __init__(self, store: Store, policy: CapacityPolicy, process: str = "") -> None:
         self.store = store
         self.policy = policy
+        # Named in the fleet's view of who waits (a worker names it its consumer).
+        self.process = process or f"{socket.gethostname()[:64]}-{os.getpid()}"
         self._registered: set[str] = set()
-        # Per key, this process's waiters queue here and only the first asks Redis: the
-        # fleet's pollers are one per process, not one per waiting step, and they are
-        # served in turn. A lease given back here wakes the first at once.
-        self._turns: dict[str, asyncio.Lock] = {}
-        self._freed: dict[str, asyncio.Event] = {}
+        self._queues: dict[str, _KeyQueue] = {}
+        self._weights: OrderedDict[str, float] = OrderedDict()
+        self._told: set[asyncio.Task[None]] = set()
 
     def applies_to(self, provider: str) -> bool:
         return self.policy.capacity_enabled and provider in LIMITED_PROVIDERS
@@ -100,150 +155,168 @@ class CapacityGate:
             return DeclaredLimits()
         return DeclaredLimits(declared.rpm, declared.tpm, declared.in_flight)
 
+    def waiting(self, key: ProviderKey) -> int:
+        queue = self._queues.get(key.digest)
+        return len(queue.by_lease) if queue else 0
+
+    async def weight(self, session_id: str) -> float:
+        """The session's share: its priority over the default's (read once per process)."""
+        if not session_id or session_id == ANONYMOUS:
+            return 1.0
+        weight = self._weights.get(session_id)
+        if weight is None:
+            priority = await self.store.capacity_priority(session_id)
+            weight = (priority or PRIORITY_DEFAULT) / PRIORITY_DEFAULT
+            self._weights[session_id] = weight
+            if len(self._weights) > PRIORITIES_KEPT:
+                self._weights.popitem(last=False)
+        return weight
+
     async def acquire(self, key: ProviderKey, estimated_tokens: int, waited_s: float,
-                      on_wait: OnWait | None) -> tuple[Lease, float]:
+                      on_wait: OnWait | None, session: str = "",
+                      scope: SpecScope | None = None) -> tuple[Lease, float]:
         """A lease on `key`, after waiting as long as the fleet's state says; the time
         waited in all (with `waited_s` before); CapacityExhausted past the bound."""
         if key.digest not in self._registered:
             await self.store.capacity_register(key)
             self._registered.add(key.digest)
         started = time.monotonic()
+        waiter = _Waiter(session or ANONYMOUS, await self.weight(session), estimated_tokens,
+                         scope, on_wait)
+        queue = self._queues.setdefault(key.digest, _KeyQueue())
+        queue.add(waiter)
+        if queue.poller is None:
+            queue.poller = asyncio.create_task(self._poll(key, queue))
         metrics.capacity_waiting(key.provider, key.model, 1)
         try:
-            async with self._turns.setdefault(key.digest, asyncio.Lock()):
-                return await self._ask(key, estimated_tokens, waited_s, on_wait, started)
+            grant = await self._granted(key, waiter, self.policy.capacity_max_wait_s - waited_s)
         finally:
             metrics.capacity_waiting(key.provider, key.model, -1)
+        waited = waited_s + time.monotonic() - started
+        if waited > 0:
+            metrics.capacity_waited(key.provider, key.model, waited)
+        metrics.capacity_in_flight(key.provider, key.model, 1)
+        return Lease(key, self.limits(key), grant.lease_id, estimated_tokens, scope), waited
 
-    async def _ask(self, key: ProviderKey, estimated_tokens: int, waited_s: float,
-                   on_wait: OnWait | None, started: float) -> tuple[Lease, float]:
+    async def _granted(self, key: ProviderKey, waiter: _Waiter, left_s: float) -> Grant:
+        queue = self._queues[key.digest]
+        try:
+            try:
+                return await asyncio.wait_for(asyncio.shield(waiter.future), max(0.0, left_s))
+            except TimeoutError:
+                if waiter.future.done() and waiter.future.exception() is None:
+                    return waiter.future.result()  # its turn came as the time ran out
+                raise self._exhausted(key, waiter) from None
+        except BaseException:
+            queue.remove(waiter)
+            future = waiter.future
+            if future.done() and not future.cancelled() and future.exception() is None:
+                await asyncio.shield(self.store.capacity_release(
+                    key, self.limits(key), future.result().lease_id, 0, False, waiter.scope))
+            future.cancel()
+            raise
+
+    def _exhausted(self, key: ProviderKey, waiter: _Waiter) -> CapacityExhausted:
+        grant = waiter.last
+        why = (f"{_reason_text(grant.reason)}; {grant.rpm:g} requests/min and "
+               f"{grant.in_flight_limit or 'no'} at once in force" if grant else "no turn yet")
+        return CapacityExhausted(
+            f"{key.label}: waited {self.policy.capacity_max_wait_s:g}s for provider capacity "
+            f"({why}), past DURABLE_CAPACITY_MAX_WAIT_S="
+            f"{self.policy.capacity_max_wait_s:g}")
+
+    async def _poll(self, key: ProviderKey, queue: _KeyQueue) -> None:
+        """Ask for this process's waiters of `key` until none is left: a grant goes to
+        its waiter at once, a refusal tells each waiter once and waits as advised."""
         limits = self.limits(key)
-        lease_id = uuid.uuid4().hex
         ttl_ms = int(self.policy.capacity_lease_s * 1000)
-        freed = self._freed.setdefault(key.digest, asyncio.Event())
-        told = False
-        while True:
-            freed.clear()
-            grant = await self.store.capacity_acquire(key, limits, lease_id, ttl_ms,
-                                                      estimated_tokens, WAIT_CAP_MS)
-            metrics.capacity_state(key.provider, key.model, grant.rpm, grant.in_flight_limit)
-            waited = waited_s + time.monotonic() - started
-            if grant.granted:
-                if waited > 0:
-                    metrics.capacity_waited(key.provider, key.model, waited)
-                return Lease(key, limits, lease_id, estimated_tokens), waited
-            if waited >= self.policy.capacity_max_wait_s:
-                raise CapacityExhausted(
-                    f"{key.label}: waited {waited:.0f}s for provider capacity "
-                    f"({_reason_text(grant.reason)}; {grant.rpm:g} requests/min and "
-                    f"{grant.in_flight_limit or 'no'} at once in force), past "
-                    f"DURABLE_CAPACITY_MAX_WAIT_S={self.policy.capacity_max_wait_s:g}")
-            if not told and on_wait is not None:
-                told = True
-                await on_wait(key.label, grant.reason, grant.wait_ms)
-            # Jitter: the fleet's processes do not ask again all at once.
-            pause = grant.wait_ms / 1000 * random.uniform(1.0, 1.25)
-            if grant.reason == "in_flight":  # a lease given back here ends the wait
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(freed.wait(), pause)
-            else:
-                await asyncio.sleep(pause)
+        try:
+            while queue.by_lease:
+                queue.freed.clear()
+                candidates = queue.candidates()
+                asked = {c.lease_id: c.scope for c in candidates}
+                grant = await self.store.capacity_acquire(
+                    key, limits, candidates, ttl_ms, WAIT_CAP_MS, self.process,
+                    len(queue.by_lease))
+                metrics.capacity_state(key.provider, key.model, grant.rpm,
+                                       grant.in_flight_limit, grant.learned_rpm)
+                if grant.granted:
+                    await self._hand_over(key, queue, grant, asked.get(grant.lease_id))
+                    continue
+                self._tell(key, queue, grant)
+                pause = grant.wait_ms / 1000 * random.uniform(1.0, 1.25)
+                if grant.reason in WOKEN_BY_RELEASE:  # a lease given back here ends it
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(queue.freed.wait(), pause)
+                else:
+                    await asyncio.sleep(pause)
+        except Exception as exc:  # Redis gone past its outage bound: every waiter fails
+            for waiter in list(queue.by_lease.values()):
+                queue.remove(waiter)
+                if not waiter.future.done():
+                    waiter.future.set_exception(exc)
+        finally:
+            queue.poller = None
+
+    async def _hand_over(self, key: ProviderKey, queue: _KeyQueue, grant: Grant,
+                         scope: SpecScope | None) -> None:
+        waiter = queue.by_lease.get(grant.lease_id)
+        if waiter is None or waiter.future.done():  # it stopped waiting meanwhile
+            await self.store.capacity_release(key, self.limits(key), grant.lease_id, 0, False,
+                                              scope)
+            return
+        queue.served(waiter)
+        waiter.future.set_result(grant)
+
+    def _tell(self, key: ProviderKey, queue: _KeyQueue, grant: Grant) -> None:
+        for waiter in queue.by_lease.values():
+            waiter.last = grant
+            if waiter.told or waiter.on_wait is None:
+                continue
+            waiter.told = True
+            task = asyncio.create_task(_told(waiter.on_wait, key.label, grant))
+            self._told.add(task)
+            task.add_done_callback(self._told.discard)
 
     async def renew(self, lease: Lease) -> None:
         until = int(time.time() * 1000 + self.policy.capacity_lease_s * 1000)
-        await self.store.capacity_renew(lease.key, lease.lease_id, until)
+        await self.store.capacity_renew(lease.key, lease.lease_id, until, lease.scope)
 
     async def release(self, lease: Lease, used_tokens: int | None, succeeded: bool) -> None:
         extra = 0 if used_tokens is None else used_tokens - lease.estimated_tokens
+        metrics.capacity_in_flight(lease.key.provider, lease.key.model, -1)
         try:
             await self.store.capacity_release(lease.key, lease.limits, lease.lease_id, extra,
-                                              succeeded)
+                                              succeeded, lease.scope)
         finally:
-            if (freed := self._freed.get(lease.key.digest)) is not None:
-                freed.set()
+            if (queue := self._queues.get(lease.key.digest)) is not None:
+                queue.freed.set()
 
     async def throttled(self, lease: Lease, throttle: Throttle) -> None:
         backoff_s = throttle.retry_after_s if throttle.retry_after_s is not None else \
             DEFAULT_BACKOFF_S
         metrics.capacity_throttled(lease.key.provider, lease.key.model)
+        metrics.capacity_in_flight(lease.key.provider, lease.key.model, -1)
         rpm, in_flight = await self.store.capacity_throttled(
             lease.key, lease.lease_id, int(backoff_s * 1000), throttle.limit_rpm or 0,
-            DECREASE, MIN_RPM)
+            DECREASE, MIN_RPM, lease.scope)
         log.info("%s throttled: the fleet backs off %.2fs; now %g requests/min, %d at once",
                  lease.key.label, backoff_s, rpm, in_flight)
+
+
+async def _told(on_wait: OnWait, label: str, grant: Grant) -> None:
+    try:
+        await on_wait(label, grant.reason, grant.wait_ms)
+    except Exception as exc:  # the event is a courtesy: the wait goes on without it
+        log.debug("capacity wait event not written: %r", exc)
 
 
 def _reason_text(reason: str) -> str:
     return {"backoff": "the provider asked the fleet to back off",
             "in_flight": "the requests-at-once limit",
             "requests_per_minute": "the requests-per-minute limit",
-            "tokens_per_minute": "the tokens-per-minute limit"}.get(reason, reason)
-
-
-class CapacityModel(ModelWrapper):
-    """A provider model whose every request takes its turn on the fleet's capacity."""
-
-    def __init__(self, inner: Model, gate: CapacityGate, key: ProviderKey,
-                 max_tokens: int | None = None, on_wait: OnWait | None = None) -> None:
-        super().__init__(inner)
-        self.gate = gate
-        self.key = key
-        self.max_tokens = max_tokens
-        self.on_wait = on_wait
-
-    async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
-                     system_prompt: str | None = None,
-                     **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
-        estimate = estimate_tokens(messages, system_prompt, self.max_tokens)
-        waited = 0.0
-        while True:
-            lease, waited = await self.gate.acquire(self.key, estimate, waited, self.on_wait)
-            started = time.monotonic()
-            renewing = asyncio.create_task(self._keep(lease))
-            answered = False
-            used: int | None = None
-            try:
-                async for event in self.inner.stream(messages, tool_specs, system_prompt,
-                                                     **kwargs):
-                    answered = True
-                    used = _usage(event) if used is None else used
-                    yield event
-            except Exception as exc:
-                renewing.cancel()
-                throttle = None if answered else throttle_of(exc)
-                if throttle is None:
-                    await self.gate.release(lease, used, succeeded=False)
-                    raise
-                await self.gate.throttled(lease, throttle)
-                # The time the refused request took counts as waiting too.
-                waited += time.monotonic() - started
-                continue
-            except BaseException:  # cancelled, or the consumer stopped reading
-                renewing.cancel()
-                await asyncio.shield(self.gate.release(lease, used, succeeded=False))
-                raise
-            renewing.cancel()
-            await self.gate.release(lease, used, succeeded=True)
-            return
-
-    async def _keep(self, lease: Lease) -> None:
-        """Renew the lease while the request runs: a dead worker's lapses on its own."""
-        period = self.gate.policy.capacity_lease_s / 3
-        while True:
-            await asyncio.sleep(period)
-            try:
-                await self.gate.renew(lease)
-            except Exception as exc:  # a Redis blip: the next renewal may work
-                log.debug("capacity lease renewal failed: %r", exc)
-
-
-def _usage(event: StreamEvent) -> int | None:
-    usage = event.get("metadata", {}).get("usage") if isinstance(event, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    total = usage.get("totalTokens")
-    if isinstance(total, int):
-        return total
-    parts = [usage.get("inputTokens"), usage.get("outputTokens")]
-    return sum(p for p in parts if isinstance(p, int)) if any(
-        isinstance(p, int) for p in parts) else None
+            "tokens_per_minute": "the tokens-per-minute limit",
+            "fair_share": "other sessions' turns (fair share)",
+            "spec_in_flight": "the spec's runtime.capacity.in_flight",
+            "spec_requests_per_minute": "the spec's runtime.capacity.rpm",
+            "spec_tokens_per_minute": "the spec's runtime.capacity.tpm"}.get(reason, reason)

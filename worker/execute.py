@@ -25,7 +25,8 @@ from strands_durable.store.capacity import ProviderKey
 from strands_durable.store.records import Compaction
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import call_agent
-from strands_durable.worker.capacity import CapacityGate, CapacityModel
+from strands_durable.worker.capacity import CapacityGate
+from strands_durable.worker.capacity_model import CapacityModel
 from strands_durable.worker.compaction import (
     SUMMARIZER_AGENT,
     SUMMARIZER_PROMPT,
@@ -167,14 +168,25 @@ class StepExecutor:
         if not self.capacity.applies_to(config.provider):
             return model
         key = ProviderKey(config.provider, config.model_id or "", config.host or "")
-        on_wait = None
-        if job is not None and run is not None and run.entry_id:
-            async def on_wait(label: str, reason: str, wait_ms: int) -> None:
-                detail = f"{label}: {reason}, next look in {wait_ms} ms"
-                event = Event(type=EventType.CAPACITY_WAIT, step=job.key, attempt=job.attempt,
-                              worker=run.worker, at=now_iso(), detail=detail)
-                await self.store.journal(job, run.entry_id, run.worker, "", "", [event])
-        return CapacityModel(model, self.capacity, key, config.max_tokens, on_wait)
+        if job is None or run is None or not run.entry_id:
+            return CapacityModel(model, self.capacity, key, config.max_tokens)
+        if run.worker:  # the fleet's view names the worker whose steps wait
+            self.capacity.process = run.worker
+        step, entry_id, worker = job, run.entry_id, run.worker
+
+        async def note(kind: EventType, detail: str) -> None:
+            event = Event(type=kind, step=step.key, attempt=step.attempt, worker=worker,
+                          at=now_iso(), detail=detail)
+            await self.store.journal(step, entry_id, worker, "", "", [event])
+
+        async def on_wait(label: str, reason: str, wait_ms: int) -> None:
+            await note(EventType.CAPACITY_WAIT, f"{label}: {reason}, next look in {wait_ms} ms")
+
+        async def on_granted(label: str, waited_s: float) -> None:
+            await note(EventType.CAPACITY_GRANTED, f"{label}: waited {waited_s:.1f}s")
+
+        return CapacityModel(model, self.capacity, key, config.max_tokens, on_wait,
+                             on_granted=on_granted, session=job.session_id)
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
         async def write(name: str, value: str, events: Sequence[Event]) -> bool:

@@ -53,6 +53,9 @@ def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
         value = getattr(doc, key)
         if value not in (None, ""):
             table.add_row(f"[bold]{key}[/bold]", escape(str(value)))
+    for w in doc.waiting_for_capacity:  # running, not stuck: its model request waits
+        table.add_row("[bold]waiting_for_capacity[/bold]",
+                      escape(f"{w.step}: {w.key} ({w.reason}) since {w.since}"))
     print_table(table)
     out.print()
     print_table(usage_table(doc.token_usage, results))
@@ -188,23 +191,34 @@ def workers(
     as_json: JsonOpt = False,
 ) -> None:
     """The workers: consumer name, host/pid, running steps, pending entries, heartbeat,
-    and for one declared dead, when and how fast its steps ran again elsewhere."""
+    the model requests of its steps waiting for provider capacity, and for one declared
+    dead, when and how fast its steps ran again elsewhere. Below: each provider key's
+    limit in force, use and waiting requests (as `durable capacity`)."""
+    from strands_durable.api.capacity_view import waiting_by_worker
+    from strands_durable.api.cli.capacity import capacity_table, fleet_capacity
     from strands_durable.store.fleet import list_workers
 
     infos = [w for w in run_async(with_store(list_workers, fleet=True)) if w.alive or not alive]
+    keys = fleet_capacity()
+    waits = waiting_by_worker(keys)
     if as_json:
-        print_json([w.to_dict() for w in infos])
+        print_json([{**w.to_dict(), "capacity_waiting": waits.get(w.consumer, {})}
+                    for w in infos])
         return
     table = new_table("consumer", "host", "pid", "alive", "last seen", "slots", "running",
-                      "pending", "declared dead")
+                      "pending", "waiting for capacity", "declared dead")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
         death = w.declared_dead
+        waiting = "\n".join(f"{n} on {key}" for key, n in waits.get(w.consumer, {}).items())
         table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
                       "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, w.slots_text(),
                       escape("\n".join(w.running)) or "-", str(w.pending),
-                      escape(death.text()) if death is not None else "-")
+                      escape(waiting) or "-", escape(death.text()) if death is not None else "-")
     print_table(table)
+    if keys:
+        out.print("\nprovider capacity")
+        print_table(capacity_table(keys))
 
 
 @app.command()

@@ -1,5 +1,5 @@
 """Console pages: sign in and out, the sessions list (filters, paging, live counts) and
-the fleet (workers, shards, dead letters with requeue). Every read and write goes
+the fleet (workers, provider capacity, shards, dead letters with requeue). Every read and write goes
 through the same operations the API and the CLI call."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from strands_durable.api.capacity_view import capacity_docs, in_force_text, waiting_by_worker
 from strands_durable.api.console import auth
 from strands_durable.api.console.auth import ConsoleUser
 from strands_durable.api.console.common import (
@@ -139,9 +140,11 @@ async def fleet(request: Request) -> Response:
         for shard in range(store.keys.shards):
             entries = (await store.dead_letters(shard))[:MAX_DEAD_SHOWN]
             letters += [DeadLetter.parse(shard, e, f) for e, f in entries]
+        capacity = await capacity_docs(store, get_settings(request))
         return page(request, "fleet.html", workers=await list_workers(
             store, alive_within_s=window), stats=await queue_stats(store), letters=letters,
-            window=window)
+            window=window, capacity=capacity, capacity_waits=waiting_by_worker(capacity),
+            in_force=in_force_text)
     return await guarded(request, work)
 
 

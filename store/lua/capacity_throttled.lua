@@ -1,24 +1,33 @@
 -- The provider said "too many": the whole fleet backs off for this key (one shared
 -- Retry-After), and the learned limits shrink (the multiplicative half of AIMD), once per
--- backoff however many of the fleet's requests were refused together.
--- KEYS: 1 state hash, 2 leases zset
--- ARGV: 1 now ms, 2 lease id, 3 backoff ms, 4 the provider's own rpm limit (0: unknown),
---       5 decrease factor (e.g. 0.7), 6 minimum rpm
--- Reply: {rpm in force (string), in flight limit}
-local state, leases = KEYS[1], KEYS[2]
-local now, backoff = tonumber(ARGV[1]), tonumber(ARGV[3])
-local told_rpm, factor, min_rpm = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local inflight = redis.call('ZCARD', leases)
-redis.call('ZREM', leases, ARGV[2])
-local f = redis.call('HMGET', state, 'learned_rpm', 'learned_inflight', 'backoff_until',
+-- backoff however many of the fleet's requests were refused together. The refused
+-- request's lease is returned (its spec scope's too). told_rpm: the provider's own
+-- requests-per-minute limit (0: unknown). Reply: {rpm in force (string), in flight limit}
+-- KEYS and ARGV by name, in the order of ThrottledKeys and ThrottledArgs (script_capacity.py):
+local state_key = KEYS[1]
+local leases_key = KEYS[2]
+local scope_leases_key = KEYS[3]
+local now_ms = ARGV[1]
+local lease_id = ARGV[2]
+local backoff_ms = ARGV[3]
+local told_rpm = ARGV[4]
+local decrease = ARGV[5]
+local min_rpm = ARGV[6]
+
+local now, backoff = tonumber(now_ms), tonumber(backoff_ms)
+local told, factor, floor_rpm = tonumber(told_rpm), tonumber(decrease), tonumber(min_rpm)
+local inflight = redis.call('ZCARD', leases_key)
+redis.call('ZREM', leases_key, lease_id)
+redis.call('ZREM', scope_leases_key, lease_id)
+local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight', 'backoff_until',
   'last_decrease', 'obs_count', 'obs_start', 'obs_prev')
 local rpm, limit = tonumber(f[1]) or 0, tonumber(f[2]) or 0
 local until_ms, last = tonumber(f[3]) or 0, tonumber(f[4]) or 0
-redis.call('HINCRBY', state, 'throttled', 1)
-redis.call('HSET', state, 'backoff_until', math.max(until_ms, now + backoff))
+redis.call('HINCRBY', state_key, 'throttled', 1)
+redis.call('HSET', state_key, 'backoff_until', math.max(until_ms, now + backoff))
 if last + math.max(backoff, 1000) <= now then
-  if told_rpm > 0 then
-    rpm = told_rpm * 0.95
+  if told > 0 then
+    rpm = told * 0.95
   else
     if rpm <= 0 then
       -- Nothing learned yet: start from the rate the fleet was sending at.
@@ -28,11 +37,11 @@ if last + math.max(backoff, 1000) <= now then
     end
     rpm = rpm * factor
   end
-  rpm = math.max(min_rpm, rpm)
+  rpm = math.max(floor_rpm, rpm)
   if limit <= 0 then limit = inflight end
   limit = math.max(1, limit * factor)
-  redis.call('HSET', state, 'learned_rpm', tostring(rpm), 'learned_inflight', tostring(limit),
-    'last_decrease', now, 'req_tokens', '0', 'req_ts', now)
+  redis.call('HSET', state_key, 'learned_rpm', tostring(rpm), 'learned_inflight',
+    tostring(limit), 'last_decrease', now, 'req_tokens', '0', 'req_ts', now)
 end
-redis.call('PEXPIRE', state, 86400000)
+redis.call('PEXPIRE', state_key, 86400000)
 return {tostring(rpm), math.floor(limit)}

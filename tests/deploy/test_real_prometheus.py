@@ -27,6 +27,7 @@ import yaml
 from fleet import Fleet, durable_bin
 from helpers import REPO, free_port, poll_until, wait_for, wait_for_sync
 
+from bench.limited_llm import limited_llm
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
@@ -106,6 +107,24 @@ pattern:
   config:
     steps:
       - {agent: worker, input: "the step a worker dies in"}
+"""
+
+
+# Model calls through the fleet's shared provider capacity (worker/capacity.py), against a
+# local OpenAI-compatible server with a small account limit: the capacity panels' waits,
+# throttles, limits in force and learned.
+LIMITED = """
+version: 0
+name: limited
+runtime: {provider: openai, model_id: gpt-limited, host: "HOST"}
+agents:
+  a: {prompt: "You answer."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "one"}
+      - {agent: a, input: "two"}
 """
 
 
@@ -226,6 +245,7 @@ class Stack:
     api_port: int
     scheduler_port: int
     worker_ports: list[int]
+    llm_url: str = ""  # the limited OpenAI-compatible server's base URL
     prom_port: int = 0
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     port_of_worker: dict[int, int] = field(default_factory=dict)  # pid -> metrics port
@@ -288,13 +308,19 @@ def get(url: str) -> str:
 
 
 @pytest.fixture
-def stack(fleet_factory, tmp_path: Path) -> Iterator[Stack]:
+def stack(fleet_factory, tmp_path: Path, allow_provider_host, monkeypatch) -> Iterator[Stack]:
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
         pytest.skip("prometheus/promtool are not installed and tests/run.sh could not "
                     "install Debian's `prometheus` package (apt-get install prometheus)")
+    llm = contextlib.ExitStack()
+    server = llm.enter_context(limited_llm(per_second=4, at_once=2, delay_s=0.05,
+                                           retry_after_s=0.5))
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the workers inherit both
+    allow_provider_host("openai", server.url())
     fleet: Fleet = fleet_factory(heartbeat_s=1, claim_idle_ms=1500, read_block_ms=200,
                                  timer_poll_ms=100, scheduler_check_s=1)
-    s = Stack(fleet, tmp_path, free_port(), free_port(), [free_port(), free_port()])
+    s = Stack(fleet, tmp_path, free_port(), free_port(), [free_port(), free_port()],
+              llm_url=server.url("/v1"))
     try:
         for port in s.worker_ports:
             s.start_worker(port)
@@ -315,11 +341,13 @@ def stack(fleet_factory, tmp_path: Path) -> Iterator[Stack]:
         yield s
     finally:
         s.stop()
+        llm.close()
 
 
 # -- the workload ----------------------------------------------------------------------------
 @contextlib.asynccontextmanager
-async def workload(store: Store, api: httpx.AsyncClient) -> AsyncIterator[None]:
+async def workload(store: Store, api: httpx.AsyncClient, llm_url: str
+                   ) -> AsyncIterator[None]:
     """Sessions keep arriving (and one is paused and resumed through the API) while the
     expressions are evaluated, so every rate window holds some work."""
     stop = asyncio.Event()
@@ -329,6 +357,8 @@ async def workload(store: Store, api: httpx.AsyncClient) -> AsyncIterator[None]:
         n = 0
         while not stop.is_set():
             await start_session(store, load_spec_text(CHAIN, "chain.yaml"))
+            await start_session(store, load_spec_text(LIMITED.replace("HOST", llm_url),
+                                                      "limited.yaml"))
             if n % 4 == 0:
                 await start_session(store, load_spec_text(FLAKY, "flaky.yaml"))
             paused = await api.post(f"/v1/sessions/{pausable}/pause")
@@ -381,7 +411,7 @@ async def test_prometheus_scrapes_the_fleet_and_every_expression_has_data(
     prom = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.prom_port}", timeout=10)
     api = httpx.AsyncClient(base_url=f"http://127.0.0.1:{stack.api_port}", timeout=10)
     try:
-        async with workload(store, api):
+        async with workload(store, api, stack.llm_url):
             # A worker dies mid-step: its entry is re-claimed by another one.
             victim = await kill_the_worker_running(stack, store)
             await wait_for(lambda: _completed(store, victim), timeout_s=60,

@@ -18,7 +18,7 @@ from helpers import wait_for
 from bench.limited_llm import limited_llm
 from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import CapacityPolicy
-from strands_durable.store.capacity import DeclaredLimits, ProviderKey
+from strands_durable.store.capacity import Candidate, DeclaredLimits, ProviderKey
 from strands_durable.store.store import Store
 from strands_durable.worker.capacity import CapacityExhausted, CapacityGate
 from strands_durable.worker.providers.transient import Throttle, throttle_of
@@ -27,8 +27,9 @@ KEY = ProviderKey("openai", "gpt-test", "http://127.0.0.1:1/v1")
 
 
 async def _take(store: Store, limits: DeclaredLimits, lease: str, ttl_ms: int = 30_000,
-                tokens: int = 1, key: ProviderKey = KEY) -> Any:
-    return await store.capacity_acquire(key, limits, lease, ttl_ms, tokens, 1_000)
+                tokens: int = 1, key: ProviderKey = KEY, session: str = "s") -> Any:
+    return await store.capacity_acquire(key, limits, [Candidate(session, lease, tokens)],
+                                        ttl_ms, 1_000)
 
 
 async def test_declared_requests_per_minute_hold_for_every_caller(store: Store) -> None:
@@ -263,7 +264,7 @@ async def _drain(model: Any) -> list[Any]:
 
 
 async def test_a_throttled_request_waits_and_goes_again_in_place(store: Store) -> None:
-    from strands_durable.worker.capacity import CapacityModel
+    from strands_durable.worker.capacity_model import CapacityModel
 
     gate = CapacityGate(store, CapacityPolicy())
     inner = _Flaky(throttles=2)
@@ -280,7 +281,7 @@ async def test_a_throttled_request_waits_and_goes_again_in_place(store: Store) -
 
 
 async def test_a_stream_cut_after_it_answered_is_not_retried_here(store: Store) -> None:
-    from strands_durable.worker.capacity import CapacityModel
+    from strands_durable.worker.capacity_model import CapacityModel
 
     inner = _Flaky(cut=True)
     with pytest.raises(Exception, match="throttled"):
