@@ -20,7 +20,7 @@ from strands_durable.store.codec import as_str, as_str_map
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
 from strands_durable.store.liveness import HOLDER, KEEP_DECLARATIONS_MS, Declaration
 from strands_durable.store.redis_url import sync_redis_client
-from strands_durable.store.script_library import flatten, script_source
+from strands_durable.store.script_library import flat, script_source
 from strands_durable.store.script_operator import (
     BeatArgs,
     BeatKeys,
@@ -95,7 +95,7 @@ class BeatWire:
 
     def _run(self, name: str, contract: tuple[Any, Any]) -> Any:
         keys, args = contract
-        return self._scripts[name](keys=flatten(keys), args=flatten(args))
+        return self._scripts[name](keys=flat(keys), args=flat(args))
 
     def beat(self, shard: int, consumer: str, seq: int) -> BeatReply:
         return parse_beat(self._run("beat", beat_call(self.keys, shard, consumer, seq)),

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, get_origin, get_type_hints
+from dataclasses import dataclass
+from typing import Any
 
 from strands_durable.store.script_library import IndexKeys, ScriptLibrary
 
@@ -30,7 +28,7 @@ class CreateArgs:
     fields: str  # meta hash fields, JSON object
     jobs: str  # JSON array of job JSON texts
     events: str  # JSON array of event field maps
-    idempotency_key: str  # '' for none
+    idempotency: str  # the idempotency key itself, '' for none
     now_ms: int
     status: str
     timers: str  # JSON array of [due ms, job JSON]
@@ -129,7 +127,7 @@ class CommitArgs:
     expected_version: int
     result: str  # result JSON
     state: str  # new pattern state JSON
-    status: str  # the status the planner decided
+    decided: str  # the status the planner decided
     reason: str  # error or pause reason
     input_tokens: int
     output_tokens: int
@@ -174,7 +172,7 @@ class FailStepArgs:
     due_ms: int
     retry_job: str  # job JSON of the next attempt
     job: str  # this attempt's job JSON
-    error: str
+    error_text: str
     now_iso: str
     now_ms: int
     events: str  # JSON array of event field maps
@@ -202,7 +200,7 @@ class DeadLetterArgs:
     consumer: str
     job: str
     deliveries: int
-    error: str
+    error_text: str
     now_iso: str
     now_ms: int
     events: str
@@ -288,71 +286,11 @@ class ParkEntryArgs:
     group: str
     consumer: str
     entry_id: str
-    error: str
+    error_text: str
     fields: str  # the entry's own fields, JSON object
 
 
-Flattener = Callable[[Any], list[Any]]
-_FLATTENERS: dict[type, Flattener] = {}
-
-
-def flat(contract: Any) -> list[Any]:
-    """script_library.flatten's list, made faster for the step path's every-step calls
-    (a commit sends 60 values): how to flatten each contract class is worked out once,
-    from its field types."""
-    cls = type(contract)
-    flattener = _FLATTENERS.get(cls)
-    if flattener is None:
-        flattener = _FLATTENERS[cls] = _flattener(cls)
-    return flattener(contract)
-
-
-def _flattener(cls: type) -> Flattener:
-    """Runs of plain fields read by one attrgetter each; a nested contract flattened,
-    a tuple field spread, in field order."""
-    hints = get_type_hints(cls)
-    parts: list[Flattener] = []
-    run: list[str] = []
-
-    def end_run() -> None:
-        if len(run) > 1:
-            pick = operator.attrgetter(*run)
-            parts.append(lambda c: list(pick(c)))
-        elif run:
-            one = operator.attrgetter(run[0])
-            parts.append(lambda c: [one(c)])
-        run.clear()
-
-    for f in fields(cls):
-        hint = hints[f.name]
-        if is_dataclass(hint) or get_origin(hint) in (tuple, list):
-            end_run()
-            parts.append(_spread(operator.attrgetter(f.name), nested=is_dataclass(hint)))
-        else:
-            run.append(f.name)
-    end_run()
-    if len(parts) == 1:
-        return parts[0]
-
-    def flattened(contract: Any) -> list[Any]:
-        out: list[Any] = []
-        for part in parts:
-            out += part(contract)
-        return out
-
-    return flattened
-
-
-def _spread(get: Callable[[Any], Any], nested: bool) -> Flattener:
-    if nested:
-        return lambda contract: flat(get(contract))
-    return lambda contract: list(get(contract))
-
-
 class StepScripts(ScriptLibrary):
-    async def _call(self, name: str, keys: Any, args: Any) -> Any:
-        return await self._run(name, flat(keys), flat(args))
-
     async def create(self, *, keys: CreateKeys, args: CreateArgs) -> list[Any]:
         """['created' | 'exists' | 'conflict', session id]."""
         return list(await self._call("create", keys, args))

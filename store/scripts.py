@@ -12,11 +12,11 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from strands_durable.store.script_capacity import CapacityScripts
-from strands_durable.store.script_library import IndexKeys, flatten, script_source
+from strands_durable.store.script_library import IndexKeys, flat, script_source
 from strands_durable.store.script_operator import OperatorScripts
 from strands_durable.store.script_step import StepScripts
 
-__all__ = ["IndexKeys", "Scripts", "flatten", "script_source"]
+__all__ = ["IndexKeys", "Scripts", "flat", "script_source"]
 
 
 class Scripts(StepScripts, OperatorScripts, CapacityScripts):

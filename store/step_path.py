@@ -77,7 +77,7 @@ class StepPath(StoreBase):
                 session_id=sid, fields=dumps(_meta_fields(new, sid, shard)),
                 jobs=dumps([j.to_json() for j in jobs]),
                 events=dumps(_creation_events(new, jobs)),
-                idempotency_key=new.idempotency_key or "", now_ms=new.created_ms,
+                idempotency=new.idempotency_key or "", now_ms=new.created_ms,
                 status=new.status.value,
                 timers=dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers]),
                 request_digest=new.request_digest, events_max=self.events_max),
@@ -156,7 +156,7 @@ class StepPath(StoreBase):
             args=CommitArgs(
                 session_id=sid, step=job.key, entry_id=req.entry_id, group=CONSUMER_GROUP,
                 consumer=req.consumer, expected_version=req.expected_version,
-                result=result_json, state=state_json, status=req.status.value,
+                result=result_json, state=state_json, decided=req.status.value,
                 reason=req.reason, input_tokens=req.result.input_tokens,
                 output_tokens=req.result.output_tokens, agent=job.agent,
                 now_iso=req.now_iso, now_ms=req.now_ms, conversation_mode=mode,
@@ -193,7 +193,7 @@ class StepPath(StoreBase):
                 session_id=sid, step=job.key, entry_id=entry_id, group=CONSUMER_GROUP,
                 consumer=consumer, mode="retry" if retry_at_ms is not None else "fail",
                 due_ms=retry_at_ms or 0, retry_job=job.retry().to_json(), job=job.to_json(),
-                error=error, now_iso=now_iso, now_ms=now_ms,
+                error_text=error, now_iso=now_iso, now_ms=now_ms,
                 events=dumps([e.to_fields() for e in events]), events_max=self.events_max),
         )
         return as_str(res[0])
@@ -210,7 +210,7 @@ class StepPath(StoreBase):
                                 index=self._index(shard)),
             args=DeadLetterArgs(
                 session_id=sid, step=job.key, entry_id=entry_id, group=CONSUMER_GROUP,
-                consumer=consumer, job=job.to_json(), deliveries=deliveries, error=error,
+                consumer=consumer, job=job.to_json(), deliveries=deliveries, error_text=error,
                 now_iso=now_iso, now_ms=now_ms,
                 events=dumps([e.to_fields() for e in events]), events_max=self.events_max),
         )
@@ -255,7 +255,7 @@ class StepPath(StoreBase):
         return bool(await self.scripts.park_entry(
             keys=ParkEntryKeys(stream=self.keys.stream(shard), dead=self.keys.dead(shard)),
             args=ParkEntryArgs(group=CONSUMER_GROUP, consumer=consumer, entry_id=entry_id,
-                               error=error, fields=dumps(fields))))
+                               error_text=error, fields=dumps(fields))))
 
     async def add_event(self, session_id: str, event: Event) -> None:
         await self.redis.xadd(self.keys.events(session_id), event.to_fields(),  # type: ignore[arg-type]

@@ -96,16 +96,26 @@ end
 -- Taking and gating new entries of a shard's stream in the script that reads them
 -- (take.lua, and commit.lua for the worker's next step). A session's keys are spelled
 -- from the entry's session id with the shard's prefix and store/keys.py's suffixes
--- (store/script_step.py TakeSpelling, nine ARGV from `i`): undeclared keys, all in the
+-- (store/script_step.py TakeSpelling, nine ARGV from `at`): undeclared keys, all in the
 -- shard's hash-tag slot. The fence holds by construction: the entry is pending under
 -- `consumer` from the XREADGROUP in the same script.
 local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
 
-local function spelling_at(i, now_iso, events_max)
-  return {prefix = ARGV[i], results = ARGV[i + 1], order = ARGV[i + 2],
-          events = ARGV[i + 3], held = ARGV[i + 4], journal = ARGV[i + 5],
-          conversation = ARGV[i + 6], wanted = cjson.decode(ARGV[i + 7]),
-          page = tonumber(ARGV[i + 8]), now = now_iso, events_max = events_max}
+local function read_spelling(at, now_iso, events_max)
+  -- TakeSpelling's fields in their order (tests/unit/test_script_contracts.py checks)
+  local session_prefix = ARGV[at]
+  local results = ARGV[at + 1]
+  local order = ARGV[at + 2]
+  local events = ARGV[at + 3]
+  local held = ARGV[at + 4]
+  local journal_prefix = ARGV[at + 5]
+  local conversation_prefix = ARGV[at + 6]
+  local wanted = ARGV[at + 7]
+  local page = ARGV[at + 8]
+  return {prefix = session_prefix, results = results, order = order, events = events,
+          held = held, journal = journal_prefix, conversation = conversation_prefix,
+          wanted = cjson.decode(wanted), page = tonumber(page), now = now_iso,
+          events_max = events_max}
 end
 
 -- One item {id, fields, verdict} and, for 'run', {..., values, commit-order length,

@@ -1,39 +1,55 @@
 -- Create a session and enqueue its first steps, all or nothing.
--- KEYS: 1 meta, 2 idempotency key (or a dummy in the same slot), 3 events, 4 stream,
---       5 held, 6 timers, 7 the spec-hash index (`run --auto-resume` finds the
---       latest session of a spec there), then the six status index keys (last: _lib).
--- ARGV: 1 sid, 2 meta fields (JSON object), 3 jobs (JSON array of job JSON strings),
---       4 events (JSON array), 5 idempotency key ('' for none), 6 now_ms, 7 status,
---       8 timers (JSON array of [due ms, job JSON]), 9 the request's digest,
---       10 events max (DURABLE_EVENTS_MAX)
+-- `idempotency_key` is the idempotency key's record (or a dummy in the same slot),
+-- `idempotency` the key itself ('' for none); `spec_index_key`: the spec-hash index
+-- (`run --auto-resume` finds the latest session of a spec there).
 -- An idempotency key holds "<sid> <request digest>" (a bare sid, written before digests
 -- were kept, matches any request): the same key with another request is a 'conflict'.
-local sid = ARGV[1]
-if ARGV[5] ~= '' then
-  local existing = redis.call('GET', KEYS[2])
+-- KEYS and ARGV by name, in the order of CreateKeys and CreateArgs (script_step.py):
+local meta_key = KEYS[1]
+local idempotency_key = KEYS[2]
+local events_key = KEYS[3]
+local stream_key = KEYS[4]
+local held_key = KEYS[5]
+local timers_key = KEYS[6]
+local spec_index_key = KEYS[7]
+-- index: the last six KEYS, the status indexes (_lib.lua)
+local session_id = ARGV[1]
+local fields = ARGV[2]
+local jobs = ARGV[3]
+local events = ARGV[4]
+local idempotency = ARGV[5]
+local now_ms = ARGV[6]
+local status = ARGV[7]
+local timers = ARGV[8]
+local request_digest = ARGV[9]
+local events_max = ARGV[10]
+
+if idempotency ~= '' then
+  local existing = redis.call('GET', idempotency_key)
   if existing then
     local found, digest = string.match(existing, '^(%S+) ?(%S*)$')
-    if digest ~= '' and digest ~= ARGV[9] then return {'conflict', found} end
+    if digest ~= '' and digest ~= request_digest then return {'conflict', found} end
     return {'exists', found}
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists', sid} end
-local fields = cjson.decode(ARGV[2])
+if redis.call('EXISTS', meta_key) == 1 then return {'exists', session_id} end
 local args = {}
-for k, v in pairs(fields) do
+for k, v in pairs(cjson.decode(fields)) do
   args[#args + 1] = k
   args[#args + 1] = tostring(v)
 end
-redis.call('HSET', KEYS[1], unpack(args))
-redis.call('HSET', KEYS[1], 'version', 1, 'status', ARGV[7])
-set_status(KEYS[1], sid, ARGV[7], tonumber(ARGV[6]))
-if ARGV[5] ~= '' then redis.call('SET', KEYS[2], sid .. ' ' .. ARGV[9]) end
-add_events(KEYS[3], ARGV[4], ARGV[10])
-for _, job in ipairs(cjson.decode(ARGV[3])) do
-  if ARGV[7] == 'paused' then redis.call('RPUSH', KEYS[5], job) else enqueue(KEYS[4], job) end
+redis.call('HSET', meta_key, unpack(args))
+redis.call('HSET', meta_key, 'version', 1, 'status', status)
+set_status(meta_key, session_id, status, tonumber(now_ms))
+if idempotency ~= '' then
+  redis.call('SET', idempotency_key, session_id .. ' ' .. request_digest)
 end
-for _, timer in ipairs(cjson.decode(ARGV[8])) do
-  redis.call('ZADD', KEYS[6], timer[1], timer[2])
+add_events(events_key, events, events_max)
+for _, job in ipairs(cjson.decode(jobs)) do
+  if status == 'paused' then redis.call('RPUSH', held_key, job) else enqueue(stream_key, job) end
 end
-redis.call('ZADD', KEYS[7], tonumber(ARGV[6]), sid)
-return {'created', sid}
+for _, timer in ipairs(cjson.decode(timers)) do
+  redis.call('ZADD', timers_key, timer[1], timer[2])
+end
+redis.call('ZADD', spec_index_key, tonumber(now_ms), session_id)
+return {'created', session_id}

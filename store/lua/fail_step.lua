@@ -1,25 +1,43 @@
--- A step's attempt failed: schedule its retry on the timer set, or fail the session.
--- KEYS: 1 meta, 2 events, 3 stream, 4 timers, 5 failed jobs, 6 results, then the six
---       index keys.
--- ARGV: 1 sid, 2 step, 3 entry id, 4 group, 5 consumer, 6 mode (retry|fail),
---       7 due ms, 8 retry job JSON, 9 this job JSON, 10 error, 11 now iso, 12 now ms,
---       13 events (JSON array), 14 events max
-local meta, stream, group, entry = KEYS[1], KEYS[3], ARGV[4], ARGV[3]
-if not owns(stream, group, entry, ARGV[5]) then return {'stale'} end
-ack(stream, group, entry)
-local status = redis.call('HGET', meta, 'status')
+-- A step's attempt failed: schedule its retry on the timer set (`mode` 'retry', due at
+-- `due_ms`), or fail the session ('fail').
+-- KEYS and ARGV by name, in the order of FailStepKeys and FailStepArgs (script_step.py):
+local meta_key = KEYS[1]
+local events_key = KEYS[2]
+local stream_key = KEYS[3]
+local timers_key = KEYS[4]
+local failed_jobs_key = KEYS[5]
+local results_key = KEYS[6]
+-- index: the last six KEYS, the status indexes (_lib.lua)
+local session_id = ARGV[1]
+local step = ARGV[2]
+local entry_id = ARGV[3]
+local group = ARGV[4]
+local consumer = ARGV[5]
+local mode = ARGV[6]
+local due_ms = ARGV[7]
+local retry_job = ARGV[8]
+local job = ARGV[9]
+local error_text = ARGV[10]
+local now_iso = ARGV[11]
+local now_ms = ARGV[12]
+local events = ARGV[13]
+local events_max = ARGV[14]
+
+if not owns(stream_key, group, entry_id, consumer) then return {'stale'} end
+ack(stream_key, group, entry_id)
+local status = redis.call('HGET', meta_key, 'status')
 if not status then return {'gone'} end
-if redis.call('HEXISTS', KEYS[6], ARGV[2]) == 1 then return {'duplicate'} end
-add_events(KEYS[2], ARGV[13], ARGV[14])
-if ARGV[6] == 'retry' and not is_terminal(status) then
-  redis.call('ZADD', KEYS[4], tonumber(ARGV[7]), ARGV[8])
+if redis.call('HEXISTS', results_key, step) == 1 then return {'duplicate'} end
+add_events(events_key, events, events_max)
+if mode == 'retry' and not is_terminal(status) then
+  redis.call('ZADD', timers_key, tonumber(due_ms), retry_job)
 else
-  redis.call('HSET', KEYS[5], ARGV[2], ARGV[9])
+  redis.call('HSET', failed_jobs_key, step, job)
   if not is_terminal(status) then
-    set_status(meta, ARGV[1], 'failed', tonumber(ARGV[12]))
-    redis.call('HSET', meta, 'error', ARGV[10])
-    bump_version(meta)
+    set_status(meta_key, session_id, 'failed', tonumber(now_ms))
+    redis.call('HSET', meta_key, 'error', error_text)
+    bump_version(meta_key)
   end
 end
-touch(meta, ARGV[1], ARGV[11], tonumber(ARGV[12]))
-return {'ok', redis.call('HGET', meta, 'status')}
+touch(meta_key, session_id, now_iso, tonumber(now_ms))
+return {'ok', redis.call('HGET', meta_key, 'status')}

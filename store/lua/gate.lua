@@ -1,38 +1,53 @@
 -- Decide, atomically with pause/cancel/commit, what becomes of a delivered step,
 -- and when it is to run, return what the worker needs to run and plan it.
--- KEYS: 1 meta, 2 stream, 3 held, 4 results, 5 order, 6 events, 7 the step's journal
--- ARGV: 1 group, 2 consumer, 3 entry id, 4 step key, 5 job JSON, 6 results already
---       known to the caller, 7 step_started event (JSON array), 8 meta fields wanted
---       (JSON array), 9 job kind (a HITL timeout must get through a paused session),
---       10 events max
-local meta, stream = KEYS[1], KEYS[2]
-if not owns(stream, ARGV[1], ARGV[3], ARGV[2]) then return {'stale'} end
-local status = redis.call('HGET', meta, 'status')
+-- `known_results`: results the caller has already; `started`: the step_started event
+-- (JSON array); `wanted`: meta fields to return (JSON array); `kind`: the job's kind
+-- (a HITL timeout must get through a paused session).
+-- KEYS and ARGV by name, in the order of GateKeys and GateArgs (script_step.py):
+local meta_key = KEYS[1]
+local stream_key = KEYS[2]
+local held_key = KEYS[3]
+local results_key = KEYS[4]
+local order_key = KEYS[5]
+local events_key = KEYS[6]
+local journal_key = KEYS[7]
+local group = ARGV[1]
+local consumer = ARGV[2]
+local entry_id = ARGV[3]
+local step = ARGV[4]
+local job = ARGV[5]
+local known_results = ARGV[6]
+local started = ARGV[7]
+local wanted = ARGV[8]
+local kind = ARGV[9]
+local events_max = ARGV[10]
+
+if not owns(stream_key, group, entry_id, consumer) then return {'stale'} end
+local status = redis.call('HGET', meta_key, 'status')
 if not status then
-  ack(stream, ARGV[1], ARGV[3])
+  ack(stream_key, group, entry_id)
   return {'gone'}
 end
-if redis.call('HEXISTS', KEYS[4], ARGV[4]) == 1 then
-  ack(stream, ARGV[1], ARGV[3])
+if redis.call('HEXISTS', results_key, step) == 1 then
+  ack(stream_key, group, entry_id)
   return {'committed'}
 end
 -- A failed session is resumable: keep its due steps (a sibling's retry, say) with the
 -- held ones so that a resume runs them instead of leaving their branch stranded.
 if is_terminal(status) and status ~= 'failed' then
-  ack(stream, ARGV[1], ARGV[3])
+  ack(stream_key, group, entry_id)
   return {'terminal', status}
 end
-if status == 'failed' or (status == 'paused' and ARGV[9] ~= 'hitl_timeout') then
-  redis.call('RPUSH', KEYS[3], ARGV[5])
-  ack(stream, ARGV[1], ARGV[3])
+if status == 'failed' or (status == 'paused' and kind ~= 'hitl_timeout') then
+  redis.call('RPUSH', held_key, job)
+  ack(stream_key, group, entry_id)
   return {'held'}
 end
-add_events(KEYS[6], ARGV[7], ARGV[10])
-local wanted = cjson.decode(ARGV[8])
-local values = redis.call('HMGET', meta, unpack(wanted))
+add_events(events_key, started, events_max)
+local values = redis.call('HMGET', meta_key, unpack(cjson.decode(wanted)))
 for i = 1, #values do if not values[i] then values[i] = '' end end
-local keys = redis.call('LRANGE', KEYS[5], tonumber(ARGV[6]), -1)
+local steps = redis.call('LRANGE', order_key, tonumber(known_results), -1)
 local results = {}
-if #keys > 0 then results = redis.call('HMGET', KEYS[4], unpack(keys)) end
+if #steps > 0 then results = redis.call('HMGET', results_key, unpack(steps)) end
 -- The step's journal: the turns a run before a crash made, to replay (usually none).
-return {'run', values, keys, results, redis.call('HGETALL', KEYS[7])}
+return {'run', values, steps, results, redis.call('HGETALL', journal_key)}

@@ -1,12 +1,24 @@
 -- Journal one model turn or tool result of a running step, and its events, behind the
--- step's lease: a worker that lost the entry to another writes nothing.
--- KEYS: 1 stream, 2 the step's journal, 3 the set of steps with a journal, 4 events
--- ARGV: 1 group, 2 consumer, 3 entry id, 4 step, 5 field (m<turn> or t<ordinal>; ''
---       for events only), 6 value, 7 events (JSON array), 8 events max
-if not owns(KEYS[1], ARGV[1], ARGV[3], ARGV[2]) then return 0 end
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
-  redis.call('SADD', KEYS[3], ARGV[4])
+-- step's lease: a worker that lost the entry to another writes nothing. `field` is
+-- m<turn> or t<ordinal>, '' for events only.
+-- KEYS and ARGV by name, in the order of JournalKeys and JournalArgs (script_step.py):
+local stream_key = KEYS[1]
+local journal_key = KEYS[2]
+local journals_key = KEYS[3]
+local events_key = KEYS[4]
+local group = ARGV[1]
+local consumer = ARGV[2]
+local entry_id = ARGV[3]
+local step = ARGV[4]
+local field = ARGV[5]
+local value = ARGV[6]
+local events = ARGV[7]
+local events_max = ARGV[8]
+
+if not owns(stream_key, group, entry_id, consumer) then return 0 end
+if field ~= '' then
+  redis.call('HSET', journal_key, field, value)
+  redis.call('SADD', journals_key, step)
 end
-add_events(KEYS[4], ARGV[7], ARGV[8])
+add_events(events_key, events, events_max)
 return 1

@@ -1,4 +1,7 @@
 -- Release a lock only if we still hold it (compare-and-delete).
--- KEYS: 1 lock. ARGV: 1 token
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+-- KEYS and ARGV by name, in the order of LockKeys and LockReleaseArgs (script_operator.py):
+local lock_key = KEYS[1]
+local token = ARGV[1]
+
+if redis.call('GET', lock_key) == token then return redis.call('DEL', lock_key) end
 return 0

@@ -1,31 +1,38 @@
 -- Move due timers (retry backoff, HITL timeouts) onto the step stream. Atomic, so any
 -- number of workers and schedulers may promote concurrently without duplicates.
--- KEYS: 1 timers, 2 stream. ARGV: 1 now ms, 2 limit, 3 a session id: only that
--- session's timers (`durable run` touches no other session's), looking at no more
--- than 10 x limit due timers of others; '' or absent: every session's.
-local limit = tonumber(ARGV[2])
-local only = ARGV[3] or ''
+-- `only_session`: a session id: only that session's timers (`durable run` touches no
+-- other session's), looking at no more than 10 x limit due timers of others; '' or
+-- absent: every session's.
+-- KEYS and ARGV by name, in the order of PromoteTimersKeys and PromoteTimersArgs (script_step.py):
+local timers_key = KEYS[1]
+local stream_key = KEYS[2]
+local now_ms = ARGV[1]
+local limit = ARGV[2]
+local only_session = ARGV[3]
+
+local max = tonumber(limit)
+local only = only_session or ''
 if only == '' then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', timers_key, '-inf', now_ms, 'LIMIT', 0, max)
   for _, job in ipairs(due) do
-    enqueue(KEYS[2], job)
-    redis.call('ZREM', KEYS[1], job)
+    enqueue(stream_key, job)
+    redis.call('ZREM', timers_key, job)
   end
   return #due
 end
 local needle = '"session_id":"' .. only .. '"'
 local moved, skipped = 0, 0
-while skipped < 10 * limit do
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', skipped, limit)
+while skipped < 10 * max do
+  local due = redis.call('ZRANGEBYSCORE', timers_key, '-inf', now_ms, 'LIMIT', skipped, max)
   for _, job in ipairs(due) do
     if string.find(job, needle, 1, true) and cjson.decode(job)['session_id'] == only then
-      enqueue(KEYS[2], job)
-      redis.call('ZREM', KEYS[1], job)
+      enqueue(stream_key, job)
+      redis.call('ZREM', timers_key, job)
       moved = moved + 1
     else
       skipped = skipped + 1
     end
   end
-  if #due < limit then break end
+  if #due < max then break end
 end
 return moved

@@ -1,34 +1,40 @@
 -- Gate entries for this consumer in one call: first the entries a blocking XREADGROUP
--- just handed it (ARGV 6, ids; one call for all of them, not one gate.lua each), then
--- up to COUNT new entries read and gated here (what XREADGROUP and gate.lua per entry
--- did in 1 + n round trips). An id no longer pending under this consumer is 'stale'
+-- just handed it (`ids`; one call for all of them, not one gate.lua each), then up to
+-- `count` new entries read and gated here (what XREADGROUP and gate.lua per entry did
+-- in 1 + n round trips). An id no longer pending under this consumer is 'stale'
 -- (someone took it over: the fence), one whose stream entry is gone is 'ungated' with
 -- no fields. The gating itself is _lib.lua's gate_entry (commit.lua takes the same way).
--- KEYS: 1 the shard's stream, 2 the shard's unwritten key (never written: declared so
---       that on a half-moved slot Redis answers TRYAGAIN instead of running this
---       over session keys it cannot see; store/keys.py)
--- ARGV: 1 group, 2 consumer, 3 count of new entries, 4 now iso, 5 events max,
---       6 entry ids read already (space-separated, '' for none), 7-15 the spelling of
---       the shard's session keys (store/script_step.py TakeSpelling)
+-- `unwritten_key` is never written: declared so that on a half-moved slot Redis answers
+-- TRYAGAIN instead of running this over session keys it cannot see (store/keys.py).
 -- Returns one item per entry, the ids' first: {id, fields, verdict} and, for 'run',
 --       {..., values, commit-order length, journal fields, lane length, the lane's
 --       newest page} (what the step restores its conversation from)
-local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
-local sp = spelling_at(7, ARGV[4], ARGV[5])
+-- KEYS and ARGV by name, in the order of TakeKeys and TakeArgs (script_step.py):
+local stream_key = KEYS[1]
+local unwritten_key = KEYS[2]
+local group = ARGV[1]
+local consumer = ARGV[2]
+local count = ARGV[3]
+local now_iso = ARGV[4]
+local events_max = ARGV[5]
+local ids = ARGV[6]
+local spelling_at = 7  -- ARGV[7..15]: TakeSpelling's fields
+
+local sp = read_spelling(spelling_at, now_iso, events_max)
 local out = {}
-for id in string.gmatch(ARGV[6], '%S+') do
-  if not owns(stream, group, id, consumer) then
+for id in string.gmatch(ids, '%S+') do
+  if not owns(stream_key, group, id, consumer) then
     out[#out + 1] = {id, {}, 'stale'}
   else
-    local found = redis.call('XRANGE', stream, id, id)
+    local found = redis.call('XRANGE', stream_key, id, id)
     if #found == 0 then
       out[#out + 1] = {id, {}, 'ungated'}
     else
-      out[#out + 1] = gate_entry(stream, group, consumer, sp, id, found[1][2])
+      out[#out + 1] = gate_entry(stream_key, group, consumer, sp, id, found[1][2])
     end
   end
 end
-for _, item in ipairs(take_new(stream, group, consumer, tonumber(ARGV[3]), sp)) do
+for _, item in ipairs(take_new(stream_key, group, consumer, tonumber(count), sp)) do
   out[#out + 1] = item
 end
 return out

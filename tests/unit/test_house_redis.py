@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from strands_durable.store import script_capacity, script_operator, script_step
-from strands_durable.store.script_library import NAMES, IndexKeys, flatten, script_source
+from strands_durable.store.script_library import NAMES, IndexKeys, flat, script_source
 from strands_durable.store.script_step import TakeSpelling
 from strands_durable.store.scripts import Scripts
 
@@ -89,13 +89,13 @@ def test_commit_contract_is_21_keys_and_36_args() -> None:
     a = args(*range(len(dataclasses.fields(args)) - 1), TakeSpelling(*range(9)))
     # 13 of the session and shard, `took` (a retried commit's take), the unwritten key
     # (the take never runs on a half-moved slot), the six indexes
-    assert len(flatten(k)) == 21 and flatten(k)[-6:] == [f"i{n}" for n in range(6)]
-    assert len(flatten(a)) == 36  # 26, then the take: count and TakeSpelling (9)
+    assert len(flat(k)) == 21 and flat(k)[-6:] == [f"i{n}" for n in range(6)]
+    assert len(flat(a)) == 36  # 26, then the take: count and TakeSpelling (9)
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 
 def test_tuples_spread_in_order() -> None:
     keys = script_operator.DeleteKeys("m", "c", "j", "i", "s", ("o1", "o2"), ("l1",),
                                       ("j1", "j2"), IndexKeys("a", "r", "p", "co", "f", "ca"))
-    assert flatten(keys) == ["m", "c", "j", "i", "s", "o1", "o2", "l1", "j1", "j2", "a", "r",
+    assert flat(keys) == ["m", "c", "j", "i", "s", "o1", "o2", "l1", "j1", "j2", "a", "r",
                              "p", "co", "f", "ca"]
