@@ -30,7 +30,7 @@ from strands_durable.spec.agents import (
 )
 from strands_durable.spec.cross_checks import check_references, check_templates
 from strands_durable.spec.env_secrets import apply_env_secrets
-from strands_durable.spec.model import Spec
+from strands_durable.spec.model import Spec, SpecCapacity
 from strands_durable.spec.problems import format_path, join_path, json_type
 from strands_durable.spec.provider_hosts import check_provider_hosts
 from strands_durable.spec.reading import (
@@ -188,12 +188,15 @@ def _load(
     apply_provider(data, provider)
     # runtime.script is our extension: the schema's runtime forbids unknown keys.
     spec_script = _take_script(data, source)
+    capacity = _take_capacity(data, source)  # runtime.capacity too
     check_agent_ids(data, source)
     validate_schema(data, source)
     apply_env_secrets(data, source)
     check_providers(data, source)
     if script is not None or spec_script is not None:
         data["runtime"]["script"] = script or spec_script
+    if capacity is not None:
+        data["runtime"]["capacity"] = capacity
     spec, refs_digest = attach_skills(_to_model(data, source), spec_path, source, limits,
                                       refs_digest)
     check_references(spec, source)
@@ -218,6 +221,24 @@ def _take_script(data: dict[str, Any], source: str) -> ScriptConfig | None:
     if not isinstance(raw, dict):
         raise SpecError(source, "runtime.script", f"expected object, got {json_type(raw)}")
     return _script_config(raw, source, "runtime.script")
+
+
+def _take_capacity(data: dict[str, Any], source: str) -> SpecCapacity | None:
+    runtime = data.get("runtime")
+    if not isinstance(runtime, dict) or "capacity" not in runtime:
+        return None
+    raw = runtime.pop("capacity")
+    if not isinstance(raw, dict):
+        raise SpecError(source, "runtime.capacity", f"expected object, got {json_type(raw)}")
+    for name in raw:
+        if name not in SpecCapacity.model_fields:
+            shown = repr(str(name)[:64]) + ("..." if len(str(name)) > 64 else "")
+            raise SpecError(source, "runtime.capacity", f"unknown field {shown}; expected "
+                            "rpm, tpm or in_flight (each a positive integer)")
+    try:
+        return SpecCapacity.model_validate(raw)
+    except ValidationError as error:
+        raise _pydantic_error(error, source, "runtime.capacity") from error
 
 
 def _script_config(data: Mapping[str, Any], source: str, prefix: str) -> ScriptConfig:

@@ -8,6 +8,7 @@ validates against that schema first, so these models carry types rather than rul
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import lru_cache
 from typing import Any, Literal
@@ -61,6 +62,28 @@ class FailurePolicy(SpecModel):
     wait_max: int = 60
 
 
+class SpecCapacity(BaseModel):
+    """Our extension, `runtime.capacity`: lower limits for this spec's own model calls on
+    each provider key (provider, model, host) they use, kept by all its sessions together
+    beside the fleet's (DURABLE_CAPACITY_LIMITS and the learned ones): never a way to
+    raise them (worker/capacity.py takes both). Left out: no limit of its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rpm: int | None = Field(default=None, ge=1, le=10_000_000, strict=True,
+                            description="Requests per minute.")
+    tpm: int | None = Field(default=None, ge=1, le=10_000_000_000, strict=True,
+                            description="Input + output tokens per minute.")
+    in_flight: int | None = Field(default=None, ge=1, le=100_000, strict=True,
+                                  description="Requests at once.")
+
+    def scope_id(self, spec_name: str) -> str:
+        """Which sessions keep these limits together: those of specs of this name that
+        declare the same limits."""
+        raw = f"{spec_name}\0{self.rpm}\0{self.tpm}\0{self.in_flight}".encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+
 class Runtime(SpecModel):
     provider: str
     model_id: str | None = None
@@ -75,6 +98,8 @@ class Runtime(SpecModel):
     failure_policy: FailurePolicy = FailurePolicy()
     # Our extension: rules of the offline `scripted` provider (not in the schema).
     script: ScriptConfig | None = None
+    # Our extension: this spec's own lower provider limits (not in the schema).
+    capacity: SpecCapacity | None = None
 
 
 class Inference(SpecModel):

@@ -21,7 +21,7 @@ from strands_durable.errors import StepFailed
 from strands_durable.models import Event, EventType, StepJob, now_iso
 from strands_durable.settings import DurableSettings
 from strands_durable.spec.model import Spec
-from strands_durable.store.capacity import ProviderKey
+from strands_durable.store.capacity import DeclaredLimits, ProviderKey, SpecScope
 from strands_durable.store.records import Compaction
 from strands_durable.store.store import Store
 from strands_durable.worker.agent_call import call_agent
@@ -114,7 +114,7 @@ class StepExecutor:
                              retryable=False)
         run = run or StepRun()
         config = model_config(spec, job.agent)
-        model: Model = self._limited(self._model(config), config, job, run)
+        model: Model = self._limited(self._model(config), config, spec, job, run)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None
         if journal is not None:
@@ -157,19 +157,23 @@ class StepExecutor:
                                  temperature=SUMMARIZER_TEMPERATURE, top_p=None,
                                  max_tokens=None)
             prompt = SUMMARIZER_PROMPT
-        model = self._limited(self._model(summarizer), summarizer)
+        model = self._limited(self._model(summarizer), summarizer, spec)
         return await compact(policy, messages, model, system_prompt=prompt,
                              timeout_s=self.settings.model_timeout_s or None, where=where)
 
-    def _limited(self, model: Model, config: ModelConfig, job: StepJob | None = None,
-                 run: StepRun | None = None) -> Model:
+    def _limited(self, model: Model, config: ModelConfig, spec: Spec,
+                 job: StepJob | None = None, run: StepRun | None = None) -> Model:
         """`model` taking its turn on the fleet's capacity for its provider key
-        (worker/capacity.py), below the journal: a replayed turn costs no capacity."""
+        (worker/capacity.py), within its spec's own `runtime.capacity` if it declares
+        one, below the journal: a replayed turn costs no capacity."""
         if not self.capacity.applies_to(config.provider):
             return model
         key = ProviderKey(config.provider, config.model_id or "", config.host or "")
+        own = spec.runtime.capacity
+        scope = SpecScope(own.scope_id(spec.name), DeclaredLimits(
+            own.rpm or 0, own.tpm or 0, own.in_flight or 0)) if own else None
         if job is None or run is None or not run.entry_id:
-            return CapacityModel(model, self.capacity, key, config.max_tokens)
+            return CapacityModel(model, self.capacity, key, config.max_tokens, scope=scope)
         if run.worker:  # the fleet's view names the worker whose steps wait
             self.capacity.process = run.worker
         step, entry_id, worker = job, run.entry_id, run.worker
@@ -186,7 +190,7 @@ class StepExecutor:
             await note(EventType.CAPACITY_GRANTED, f"{label}: waited {waited_s:.1f}s")
 
         return CapacityModel(model, self.capacity, key, config.max_tokens, on_wait,
-                             on_granted=on_granted, session=job.session_id)
+                             on_granted=on_granted, session=job.session_id, scope=scope)
 
     def _journal(self, job: StepJob, run: StepRun) -> StepJournal:
         async def write(name: str, value: str, events: Sequence[Event]) -> bool:
