@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -70,6 +71,8 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     # stage) writes no key at all.
     planned = await stage.run(plan_submitted, Submitted(
         body.spec, body.variables, body.provider, body.script, idempotency_key))
+    if body.priority is not None:
+        planned = replace(planned, priority=body.priority)
     await ensure_prepared(request.app)
     sid, created = await store.create_session(planned)
     record = await store.get_session(sid)

@@ -12,7 +12,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from strands_durable.api.errors import ERROR_CODES
 from strands_durable.errors import InvalidId
-from strands_durable.models import SessionStatus
+from strands_durable.models import (
+    PRIORITY_DEFAULT,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    SessionStatus,
+)
 from strands_durable.sessions.checkpoints import Checkpoint
 from strands_durable.sessions.status import SessionSummary
 from strands_durable.spec.script import ScriptConfig
@@ -94,6 +99,11 @@ class SubmitRequest(Strict):
         description="Override runtime.provider and every agent's provider.")
     script: ScriptConfig | None = Field(
         default=None, description="Rules for the `scripted` provider (replace runtime.script).")
+    priority: int | None = Field(
+        default=None, ge=PRIORITY_MIN, le=PRIORITY_MAX, strict=True,
+        description=f"The session's share of a busy provider key ({PRIORITY_MIN}-"
+        f"{PRIORITY_MAX}, default {PRIORITY_DEFAULT}): while sessions wait for a key's "
+        "capacity, each has turns in proportion to its priority (--priority).")
 
 
 class BudgetSets(Strict):

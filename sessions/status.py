@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from strands_durable.models import SessionStatus, TokenUsage
+from strands_durable.models import PRIORITY_DEFAULT, SessionStatus, TokenUsage
 from strands_durable.patterns import PlanContext, planner_for
 from strands_durable.planning.advance import FINAL_RESPONSE
 from strands_durable.spec.model import parse_spec
@@ -87,6 +87,8 @@ class SessionDetail(SessionSummary):
     waiting: list[WaitingStep] = Field(
         default_factory=list, description="Human-in-the-loop steps waiting for an answer "
         "(POST .../signal gives it).")
+    priority: int = Field(default=PRIORITY_DEFAULT, description="Its share of a busy "
+                          "provider key, as submitted (--priority).")
     waiting_for_capacity: list[CapacityWait] = Field(
         default_factory=list, description="Running steps waiting for their provider "
         "key's capacity: the session is running, not stuck or failing.")
@@ -136,5 +138,6 @@ async def session_status(store: Store, session_id: str) -> SessionDetail:
         final_response=record.state.get(FINAL_RESPONSE),
         # What a paused session waits for: the human's prompt and rendered context.
         waiting=waiting,
+        priority=int(record.raw.get("priority") or PRIORITY_DEFAULT),
         waiting_for_capacity=capacity_waits(await store.recent_events(
             session_id, CAPACITY_EVENTS)) if record.status == SessionStatus.RUNNING else [])

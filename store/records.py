@@ -31,6 +31,8 @@ class NewSession:
     paused_reason: str = ""
     waiting: Sequence[dict[str, Any]] = ()
     timers: Sequence[tuple[int, StepJob]] = ()
+    # Its share of a busy provider key (worker/capacity.py); None: the default.
+    priority: int | None = None
 
 
 @dataclass(frozen=True)

@@ -275,6 +275,7 @@ def _meta_fields(new: NewSession, sid: str, shard: int) -> dict[str, Any]:
         "waiting": dumps([{**w, "job": _with_sid(w["job"], sid)} for w in new.waiting]),
         "tokens_in": 0, "tokens_out": 0, "steps": 0, "shard": shard,
         "idempotency_key": new.idempotency_key or "",
+        **({"priority": new.priority} if new.priority is not None else {}),
     }
 
 

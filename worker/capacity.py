@@ -44,6 +44,7 @@ from strands_durable.store.capacity import (
     ProviderKey,
     SpecScope,
 )
+from strands_durable.store.keys import is_session_id
 from strands_durable.store.store import Store
 from strands_durable.worker.providers.transient import Throttle
 
@@ -161,7 +162,7 @@ class CapacityGate:
 
     async def weight(self, session_id: str) -> float:
         """The session's share: its priority over the default's (read once per process)."""
-        if not session_id or session_id == ANONYMOUS:
+        if not session_id or session_id == ANONYMOUS or not is_session_id(session_id):
             return 1.0
         weight = self._weights.get(session_id)
         if weight is None:

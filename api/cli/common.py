@@ -25,7 +25,7 @@ from strands_durable.errors import (
     RedisUrlError,
     SpecError,
 )
-from strands_durable.models import SessionStatus
+from strands_durable.models import PRIORITY_DEFAULT, PRIORITY_MAX, PRIORITY_MIN, SessionStatus
 from strands_durable.redis_targets import redact
 from strands_durable.settings import (
     DEFAULT_REDIS_URL,
@@ -77,6 +77,11 @@ ScriptOpt = Annotated[Path | None, typer.Option(
     "rules are tried first, its delay_s replaces.")]
 ScriptReplaceOpt = Annotated[bool, typer.Option(
     "--script-replace", help="--script replaces the spec's runtime.script instead.")]
+PriorityOpt = Annotated[int | None, typer.Option(
+    min=PRIORITY_MIN, max=PRIORITY_MAX,
+    help=f"The session's share of a busy provider key ({PRIORITY_MIN}-{PRIORITY_MAX}, "
+    f"default {PRIORITY_DEFAULT}): sessions waiting for a key have turns in proportion "
+    "to their priority.")]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", is_eager=True, callback=set_json,
     help="Machine-readable output on stdout, errors included: "
