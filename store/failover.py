@@ -11,12 +11,11 @@ watch, a worker's re-claim of orphaned entries) and the declarations' reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from strands_durable.redis_targets import Timeouts
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_str, as_str_map
+from strands_durable.store.codec import as_str_map
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
 from strands_durable.store.liveness import HOLDER, KEEP_DECLARATIONS_MS, Declaration
 from strands_durable.store.redis_url import sync_redis_client
@@ -24,34 +23,16 @@ from strands_durable.store.script_library import flat, script_source
 from strands_durable.store.script_operator import (
     BeatArgs,
     BeatKeys,
+    BeatReply,
     ClaimOrphansArgs,
     ClaimOrphansKeys,
+    Declared,
     DeclareDeadArgs,
     DeclareDeadKeys,
+    Orphan,
 )
 
-
-@dataclass(frozen=True)
-class BeatReply:
-    beats: dict[str, str]  # every consumer's beat number on the shard
-    declared: Declaration | None  # we were declared dead since our last beat
-    orphans_waiting: bool  # entries of a dead consumer wait for a worker
-
-
-@dataclass(frozen=True)
-class Orphan:
-    """An entry of a consumer declared dead, now pending under the caller."""
-
-    entry_id: str
-    fields: dict[str, str]
-    deliveries: int
-    dead: str  # the consumer it was taken from ('' if its record is gone)
-    since_last_beat_s: float | None  # from the dead consumer's last beat to now
-
-
-@dataclass(frozen=True)
-class Declared:
-    entries: tuple[str, ...]  # taken from the dead consumer
+__all__ = ["BeatReply", "BeatWire", "Declared", "FailoverOps", "Orphan"]
 
 
 def beat_call(keys: Keys, shard: int, consumer: str, seq: int) -> tuple[BeatKeys, BeatArgs]:
@@ -70,19 +51,6 @@ def declare_call(keys: Keys, shard: int, consumer: str, seq: str, *, by: str,
                             suffixes["events"], KEEP_DECLARATIONS_MS, detail))
 
 
-def parse_beat(reply: Sequence[Any], consumer: str) -> BeatReply:
-    flat = [as_str(x) for x in reply[0]]
-    raw = as_str(reply[1])
-    return BeatReply(dict(zip(flat[::2], flat[1::2], strict=True)),
-                     Declaration.parse(consumer, raw) if raw else None, bool(int(reply[2])))
-
-
-def parse_declared(reply: Sequence[Any]) -> Declared | None:
-    if as_str(reply[0]) != "declared":
-        return None
-    return Declared(tuple(as_str(x) for x in reply[2:]))
-
-
 class BeatWire:
     """A blocking client of its own, for one thread: beats and declarations."""
 
@@ -98,12 +66,12 @@ class BeatWire:
         return self._scripts[name](keys=flat(keys), args=flat(args))
 
     def beat(self, shard: int, consumer: str, seq: int) -> BeatReply:
-        return parse_beat(self._run("beat", beat_call(self.keys, shard, consumer, seq)),
-                          consumer)
+        return BeatReply.decode(
+            self._run("beat", beat_call(self.keys, shard, consumer, seq)), consumer)
 
     def declare(self, shard: int, consumer: str, seq: str, **how: Any) -> Declared | None:
         """Declare `consumer` dead on `shard` if its beat is still `seq`; None if not."""
-        return parse_declared(self._run("declare_dead", declare_call(
+        return Declared.decode(self._run("declare_dead", declare_call(
             self.keys, shard, consumer, seq, events_max=self.events_max, **how)))
 
     def forget(self, consumer: str, shards: Sequence[int]) -> None:
@@ -119,30 +87,22 @@ class FailoverOps(StoreBase):
     async def look_at_beats(self, shard: int) -> BeatReply:
         """The shard's beats, for an observer that does not beat (the scheduler)."""
         keys, args = beat_call(self.keys, shard, "", 0)
-        return parse_beat(await self.scripts.beat(keys=keys, args=args), "")
+        return await self.scripts.beat(keys=keys, args=args)
 
     async def declare_dead(self, shard: int, consumer: str, seq: str, **how: Any
                            ) -> Declared | None:
         keys, args = declare_call(self.keys, shard, consumer, seq,
                                   events_max=self.events_max, **how)
-        return parse_declared(await self.scripts.declare_dead(keys=keys, args=args))
+        return await self.scripts.declare_dead(keys=keys, args=args)
 
     async def claim_orphans(self, shard: int, consumer: str, count: int
                             ) -> tuple[list[Orphan], bool]:
         """Up to `count` entries of dead consumers, now ours; and whether more wait."""
         k = self.keys
-        more, items = await self.scripts.claim_orphans(
+        orphans = await self.scripts.claim_orphans(
             keys=ClaimOrphansKeys(k.stream(shard), k.orphans(shard), k.deaths(shard)),
             args=ClaimOrphansArgs(CONSUMER_GROUP, consumer, HOLDER, max(1, count)))
-        orphans = []
-        for entry_id, raw, deliveries, dead, since_ms in items:
-            flat = [as_str(x) for x in raw]
-            since = int(since_ms)
-            orphans.append(Orphan(as_str(entry_id), dict(zip(flat[::2], flat[1::2],
-                                                             strict=True)),
-                                  int(deliveries), as_str(dead),
-                                  since / 1000 if since >= 0 else None))
-        return orphans, bool(int(more))
+        return orphans.entries, orphans.more
 
     async def declarations(self, shard: int) -> list[Declaration]:
         """The consumers declared dead on `shard` (the last hour's)."""

@@ -50,7 +50,7 @@ class OperatorWrites(StoreBase):
                              events=dumps([e.to_fields() for e in events]),
                              sets=dumps(sets or {}), events_max=self.events_max),
         )
-        return as_str(res[0]), as_str(res[1]) if len(res) > 1 else ""
+        return res.verdict, res.detail
 
     async def set_fields(self, session_id: str, fields: dict[str, str]) -> None:
         """Write meta fields as they are (settings changed with a human's answer)."""
@@ -76,7 +76,7 @@ class OperatorWrites(StoreBase):
                              resumed_events=dumps([e.to_fields() for e in resumed]),
                              events_max=self.events_max),
         )
-        return as_str(res[0]), as_str(res[1]) if len(res) > 1 else ""
+        return res.verdict, res.detail
 
     async def drop_dead_letters(self, shard: int, entry_ids: Sequence[str]) -> int:
         if not entry_ids:
@@ -112,7 +112,7 @@ class OperatorWrites(StoreBase):
                 timers=dumps([[due, j.to_json()] for due, j in fork.timers]),
                 events_max=self.events_max),
         )
-        if as_str(res[0]) != "created":
+        if res.verdict != "created":
             raise Conflict(f"session id {sid} exists already; fork not created")
 
     async def delete_session(self, session_id: str) -> None:

@@ -1,13 +1,17 @@
 """The scripts of operators (control, requeue, fork, delete), locks and the fleet's
 upkeep (retiring consumers, flagging stuck sessions), with their KEYS/ARGV contracts
-(fields in order; an `index` field is the six status index keys, always last)."""
+(fields in order; an `index` field is the six status index keys, always last), and
+their replies decoded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from strands_durable.store.script_library import IndexKeys, ScriptLibrary
+from strands_durable.store.codec import as_str
+from strands_durable.store.liveness import Declaration
+from strands_durable.store.script_gate import pairs
+from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdict
 from strands_durable.store.script_step import StreamKeys
 
 
@@ -232,18 +236,76 @@ class ClaimOrphansArgs:
     count: int
 
 
+# -- the failover scripts' replies -------------------------------------------------------
+@dataclass(frozen=True)
+class BeatReply:
+    """beat.lua: {flat beats, own declaration JSON or '', 1 if orphans wait}."""
+
+    beats: dict[str, str]  # every consumer's beat number on the shard
+    declared: Declaration | None  # we were declared dead since our last beat
+    orphans_waiting: bool  # entries of a dead consumer wait for a worker
+
+    @classmethod
+    def decode(cls, reply: Any, consumer: str) -> BeatReply:
+        raw = as_str(reply[1])
+        return cls(pairs(reply[0]), Declaration.parse(consumer, raw) if raw else None,
+                   bool(int(reply[2])))
+
+
+@dataclass(frozen=True)
+class Declared:
+    """declare_dead.lua's {'declared', n, ids...} ({'alive'} decodes to None)."""
+
+    entries: tuple[str, ...]  # taken from the dead consumer
+
+    @classmethod
+    def decode(cls, reply: Any) -> Declared | None:
+        if as_str(reply[0]) != "declared":
+            return None
+        return cls(tuple(as_str(x) for x in reply[2:]))
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """An entry of a consumer declared dead, now pending under the caller."""
+
+    entry_id: str
+    fields: dict[str, str]
+    deliveries: int
+    dead: str  # the consumer it was taken from ('' if its record is gone)
+    since_last_beat_s: float | None  # from the dead consumer's last beat to now
+
+
+@dataclass(frozen=True)
+class Orphans:
+    """claim_orphans.lua: {1 if more wait, {{id, flat fields, deliveries, dead, ms since
+    its last beat (-1: unknown)}, ...}}."""
+
+    entries: list[Orphan]
+    more: bool
+
+    @classmethod
+    def decode(cls, reply: Any) -> Orphans:
+        more, items = reply
+        return cls([Orphan(as_str(entry_id), pairs(raw), int(deliveries), as_str(dead),
+                           int(since_ms) / 1000 if int(since_ms) >= 0 else None)
+                    for entry_id, raw, deliveries, dead, since_ms in items], bool(int(more)))
+
+
 class OperatorScripts(ScriptLibrary):
-    async def control(self, *, keys: ControlKeys, args: ControlArgs) -> list[Any]:
-        """['ok', status] | ['invalid', status] | ['nothing', error] | ['gone']."""
-        return list(await self._call("control", keys, args))
+    async def control(self, *, keys: ControlKeys, args: ControlArgs) -> Verdict:
+        """'ok' and the status | 'invalid' and the status | 'nothing' and the error |
+        'gone'."""
+        return Verdict.decode(await self._call("control", keys, args))
 
-    async def requeue(self, *, keys: RequeueKeys, args: RequeueArgs) -> list[Any]:
-        return list(await self._call("requeue", keys, args))
+    async def requeue(self, *, keys: RequeueKeys, args: RequeueArgs) -> Verdict:
+        """'ok' and the status | 'gone' | 'invalid' and the status | 'changed' and the
+        step."""
+        return Verdict.decode(await self._call("requeue", keys, args))
 
-    async def fork(self, *, keys: ForkKeys, args: ForkArgs) -> list[Any]:
-        """['created'] | ['exists']."""
-        return list(await self._call("fork", keys, args))
-
+    async def fork(self, *, keys: ForkKeys, args: ForkArgs) -> Verdict:
+        """'created' and the session id | 'exists'."""
+        return Verdict.decode(await self._call("fork", keys, args))
     async def delete(self, *, keys: DeleteKeys, args: DeleteArgs) -> int:
         """1 when deleted, 0 when there was no such session, -1 when its lanes or
         journals changed since they were read (nothing deleted: read again)."""
@@ -272,16 +334,14 @@ class OperatorScripts(ScriptLibrary):
         reply = await self._call("flag_stuck", keys, args)
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
-    async def beat(self, *, keys: BeatKeys, args: BeatArgs) -> list[Any]:
-        """[flat beats, own declaration JSON or '', 1 if orphans wait]."""
-        return list(await self._call("beat", keys, args))
+    async def beat(self, *, keys: BeatKeys, args: BeatArgs) -> BeatReply:
+        return BeatReply.decode(await self._call("beat", keys, args), args.consumer)
 
     async def declare_dead(self, *, keys: DeclareDeadKeys, args: DeclareDeadArgs
-                           ) -> list[Any]:
-        """['alive'] | ['declared', n, ids...]."""
-        return list(await self._call("declare_dead", keys, args))
+                           ) -> Declared | None:
+        """None when the consumer beat since (it is alive)."""
+        return Declared.decode(await self._call("declare_dead", keys, args))
 
     async def claim_orphans(self, *, keys: ClaimOrphansKeys, args: ClaimOrphansArgs
-                            ) -> list[Any]:
-        """[1 if more wait, [[id, flat fields, deliveries, dead, ms since], ...]]."""
-        return list(await self._call("claim_orphans", keys, args))
+                            ) -> Orphans:
+        return Orphans.decode(await self._call("claim_orphans", keys, args))

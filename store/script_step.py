@@ -1,12 +1,16 @@
 """The step path's scripts and their KEYS/ARGV contracts (fields in order; an
-`index` field is the six status index keys, always last among KEYS)."""
+`index` field is the six status index keys, always last among KEYS), and their replies
+decoded (gate.lua and take.lua: script_gate.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from strands_durable.store.script_library import IndexKeys, ScriptLibrary
+from strands_durable.store.codec import as_str
+from strands_durable.store.records import ClaimedEntries, TakenEntry
+from strands_durable.store.script_gate import TakeSpelling, decode_taken, pairs
+from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdict
 
 
 # -- create.lua ---------------------------------------------------------------------
@@ -34,66 +38,6 @@ class CreateArgs:
     timers: str  # JSON array of [due ms, job JSON]
     request_digest: str
     events_max: int
-
-
-# -- gate.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class GateKeys:
-    meta: str
-    stream: str
-    held: str
-    results: str
-    order: str
-    events: str
-    journal: str  # the step's journal (model turns and tool results to replay)
-
-
-@dataclass(frozen=True)
-class GateArgs:
-    group: str
-    consumer: str
-    entry_id: str
-    step: str
-    job: str  # job JSON
-    known_results: int  # results the caller has already
-    started: str  # the step_started event, JSON array of one field map
-    wanted: str  # meta fields to return, JSON array
-    kind: str  # the job's kind (a HITL timeout must get through a paused session)
-    events_max: int
-
-
-# -- take.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class TakeSpelling:
-    """How take.lua and commit.lua spell the keys of any session on a shard from a
-    stream entry's session id: prefix + id (+ suffix; Keys.session_suffixes)."""
-
-    session_prefix: str
-    results: str
-    order: str
-    events: str
-    held: str
-    journal_prefix: str  # + the step key: the step's journal
-    conversation_prefix: str  # + the lane: the step's conversation
-    wanted: str  # meta fields to return, JSON array
-    page: int  # conversation items returned (the newest)
-
-
-@dataclass(frozen=True)
-class TakeKeys:
-    stream: str
-    unwritten: str  # never written: keeps the script off a half-moved slot (Keys.unwritten)
-
-
-@dataclass(frozen=True)
-class TakeArgs:
-    group: str
-    consumer: str
-    count: int  # new entries to read and gate
-    now_iso: str  # the step_started event's time
-    events_max: int
-    ids: str  # entries read already (blocking XREADGROUP), space-separated, to gate first
-    spelling: TakeSpelling
 
 
 # -- commit.lua ---------------------------------------------------------------------
@@ -290,30 +234,53 @@ class ParkEntryArgs:
     fields: str  # the entry's own fields, JSON object
 
 
+# -- replies ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CommitReply:
+    """commit.lua's reply: {'ok', version, status, place in commit order, taken} |
+    {'conflict', version} | {'stale', taken} (what a commit applied before took, its
+    reply lost) | {'gone'} | {'duplicate'}; `taken` as take.lua's."""
+
+    verdict: str
+    version: int = 0
+    status: str = ""
+    position: int = 0
+    taken: tuple[TakenEntry, ...] = ()
+
+    @classmethod
+    def decode(cls, reply: Any) -> CommitReply:
+        verdict = as_str(reply[0])
+        if verdict == "ok":
+            return cls(verdict, int(as_str(reply[1])), as_str(reply[2]), int(reply[3]),
+                       tuple(map(decode_taken, reply[4])))
+        if verdict == "conflict":
+            return cls(verdict, int(as_str(reply[1]) or 0))
+        if verdict == "stale" and len(reply) > 1:
+            return cls(verdict, taken=tuple(map(decode_taken, reply[1])))
+        return cls(verdict)
+
+
+def decode_claimed(reply: Any) -> ClaimedEntries:
+    """claim_session.lua: {next cursor, {{entry id, flat fields}, ...}, at end 0|1}."""
+    return ClaimedEntries(as_str(reply[0]), [(as_str(e[0]), pairs(e[1])) for e in reply[1]],
+                          bool(int(reply[2])))
+
+
 class StepScripts(ScriptLibrary):
-    async def create(self, *, keys: CreateKeys, args: CreateArgs) -> list[Any]:
-        """['created' | 'exists' | 'conflict', session id]."""
-        return list(await self._call("create", keys, args))
+    async def create(self, *, keys: CreateKeys, args: CreateArgs) -> Verdict:
+        """'created' | 'exists' | 'conflict', and the session id."""
+        return Verdict.decode(await self._call("create", keys, args))
 
-    async def gate(self, *, keys: GateKeys, args: GateArgs) -> list[Any]:
-        """['run', wanted values, _, new results] or [verdict]."""
-        return list(await self._call("gate", keys, args))
+    async def commit(self, *, keys: CommitKeys, args: CommitArgs) -> CommitReply:
+        return CommitReply.decode(await self._call("commit", keys, args))
 
-    async def take(self, *, keys: TakeKeys, args: TakeArgs) -> list[Any]:
-        """Per entry gated: [id, fields, verdict] (+ wanted values, commit-order length,
-        journal fields, lane length and page when 'run'); [] when there was none."""
-        return list(await self._call("take", keys, args))
+    async def fail_step(self, *, keys: FailStepKeys, args: FailStepArgs) -> Verdict:
+        """'ok' and the session's status | 'stale' | 'gone' | 'duplicate'."""
+        return Verdict.decode(await self._call("fail_step", keys, args))
 
-    async def commit(self, *, keys: CommitKeys, args: CommitArgs) -> list[Any]:
-        """['ok', version, status, position, taken (as take)] | ['conflict', version]
-        | [verdict]."""
-        return list(await self._call("commit", keys, args))
-
-    async def fail_step(self, *, keys: FailStepKeys, args: FailStepArgs) -> list[Any]:
-        return list(await self._call("fail_step", keys, args))
-
-    async def dead_letter(self, *, keys: DeadLetterKeys, args: DeadLetterArgs) -> list[Any]:
-        return list(await self._call("dead_letter", keys, args))
+    async def dead_letter(self, *, keys: DeadLetterKeys, args: DeadLetterArgs) -> Verdict:
+        """'ok' | 'stale' | 'gone' | 'duplicate'."""
+        return Verdict.decode(await self._call("dead_letter", keys, args))
 
     async def renew(self, *, keys: StreamKeys, args: RenewArgs) -> int:
         return int(await self._call("renew", keys, args) or 0)
@@ -333,6 +300,6 @@ class StepScripts(ScriptLibrary):
         """1 if parked, 0 if the entry is no longer this consumer's."""
         return int(await self._call("park_entry", keys, args) or 0)
 
-    async def claim_session(self, *, keys: StreamKeys, args: ClaimSessionArgs) -> list[Any]:
-        """[next cursor, [[entry id, flat fields], ...], at end 0/1]."""
-        return list(await self._call("claim_session", keys, args))
+    async def claim_session(self, *, keys: StreamKeys, args: ClaimSessionArgs
+                            ) -> ClaimedEntries:
+        return decode_claimed(await self._call("claim_session", keys, args))

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from strands_durable.errors import IdempotencyConflict
-from strands_durable.models import Event, EventType, SessionStatus, StepJob, StepResult
+from strands_durable.models import Event, EventType, SessionStatus, StepJob
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_str, dumps
+from strands_durable.store.codec import dumps
 from strands_durable.store.conversation import compaction_item
 from strands_durable.store.keys import (
     CONSUMER_GROUP,
@@ -28,6 +28,7 @@ from strands_durable.store.records import (
     NewSession,
     commit_bytes,
 )
+from strands_durable.store.script_gate import GateArgs, GateKeys
 from strands_durable.store.script_step import (
     CommitArgs,
     CommitKeys,
@@ -37,8 +38,6 @@ from strands_durable.store.script_step import (
     DeadLetterKeys,
     FailStepArgs,
     FailStepKeys,
-    GateArgs,
-    GateKeys,
     JournalArgs,
     JournalKeys,
     ParkEntryArgs,
@@ -49,7 +48,7 @@ from strands_durable.store.script_step import (
     RenewArgs,
     StreamKeys,
 )
-from strands_durable.store.streams import parse_taken, take_spelling
+from strands_durable.store.streams import take_spelling
 
 
 class StepPath(StoreBase):
@@ -82,15 +81,14 @@ class StepPath(StoreBase):
                 timers=dumps([[due, _with_sid(j.to_json(), sid)] for due, j in new.timers]),
                 request_digest=new.request_digest, events_max=self.events_max),
         )
-        verdict, found = as_str(res[0]), as_str(res[1])
-        if verdict == "conflict":
+        if res.verdict == "conflict":
             raise IdempotencyConflict(new.idempotency_key or "")
-        return found, verdict == "created"
+        return res.detail, res.verdict == "created"
 
     async def gate(self, job: StepJob, entry_id: str, consumer: str, known_results: int,
                    started: Event) -> GateOutcome:
         k, sid = self.keys, job.session_id
-        res = await self.scripts.gate(
+        return await self.scripts.gate(
             keys=GateKeys(meta=k.meta(sid), stream=k.stream(k.shard(sid)), held=k.held(sid),
                           results=k.results(sid), order=k.order(sid), events=k.events(sid),
                           journal=k.journal(sid, job.key)),
@@ -99,15 +97,6 @@ class StepPath(StoreBase):
                           started=dumps([started.to_fields()]), wanted=dumps(list(GATE_FIELDS)),
                           kind=job.kind, events_max=self.events_max),
         )
-        verdict = as_str(res[0])
-        if verdict != "run":
-            return GateOutcome(verdict)  # type: ignore[arg-type]
-        values = [as_str(v) for v in res[1]]
-        results = [StepResult.from_json(r) for r in res[3]]
-        flat = [as_str(v) for v in res[4]]
-        journal = dict(zip(flat[::2], flat[1::2], strict=True))
-        return GateOutcome("run", dict(zip(GATE_FIELDS, values, strict=True)), results,
-                           journal)
 
     async def journal(self, job: StepJob, entry_id: str, consumer: str, field: str,
                       value: str, events: Sequence[Event] = ()) -> bool:
@@ -168,17 +157,12 @@ class StepPath(StoreBase):
                 events_max=self.events_max, answers_human=int(req.answers_human),
                 take=take_next, spelling=take_spelling(k, shard)),
         )
-        verdict = as_str(res[0])
-        if verdict == "ok":
+        if res.verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
-            return CommitOutcome("ok", int(as_str(res[1])), as_str(res[2]), written,
-                                 int(res[3]), tuple(parse_taken(item) for item in res[4]),
-                                 result_json)
-        if verdict == "conflict":
-            return CommitOutcome("conflict", int(as_str(res[1]) or 0))
-        if verdict == "stale" and len(res) > 1:
-            return CommitOutcome("stale", taken=tuple(parse_taken(item) for item in res[1]))
-        return CommitOutcome(verdict)  # type: ignore[arg-type]
+            return CommitOutcome("ok", res.version, res.status, written, res.position,
+                                 res.taken, result_json)
+        return CommitOutcome(res.verdict, res.version,  # type: ignore[arg-type]
+                             taken=res.taken)
 
     async def fail_step(self, job: StepJob, entry_id: str, consumer: str, *,
                         retry_at_ms: int | None, error: str, events: Sequence[Event],
@@ -196,7 +180,7 @@ class StepPath(StoreBase):
                 error_text=error, now_iso=now_iso, now_ms=now_ms,
                 events=dumps([e.to_fields() for e in events]), events_max=self.events_max),
         )
-        return as_str(res[0])
+        return res.verdict
 
     async def dead_letter(self, job: StepJob, entry_id: str, consumer: str, deliveries: int,
                           error: str, events: Sequence[Event], now_iso: str,
@@ -214,7 +198,7 @@ class StepPath(StoreBase):
                 now_iso=now_iso, now_ms=now_ms,
                 events=dumps([e.to_fields() for e in events]), events_max=self.events_max),
         )
-        return as_str(res[0])
+        return res.verdict
 
     async def ack(self, shard: int, entry_id: str) -> None:
         """Drop an entry that has nothing left to do (XACK and XDEL in one script: a

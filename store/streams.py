@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import replace
 
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, as_str_map
@@ -15,17 +15,11 @@ from strands_durable.store.records import (
     GATE_FIELDS,
     AutoClaimed,
     ClaimedEntries,
-    GateOutcome,
     StreamEntry,
     TakenEntry,
 )
-from strands_durable.store.script_step import (
-    ClaimSessionArgs,
-    StreamKeys,
-    TakeArgs,
-    TakeKeys,
-    TakeSpelling,
-)
+from strands_durable.store.script_gate import TakeArgs, TakeKeys, TakeSpelling
+from strands_durable.store.script_step import ClaimSessionArgs, StreamKeys
 
 _WANTED = json.dumps(list(GATE_FIELDS))
 _SPELLINGS: dict[str, TakeSpelling] = {}
@@ -66,8 +60,11 @@ class StreamReads(StoreBase):
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),
                           spelling=take_spelling(self.keys, shard)))
+        # An entry sent by id whose stream entry is gone comes back without fields:
+        # those the caller read are kept.
         known = dict(read)
-        return [parse_taken(item, known) for item in reply]
+        return [replace(t, fields=known[t.entry_id]) if not t.fields and t.entry_id in known
+                else t for t in reply]
 
     async def claim_idle(self, shard: int, consumer: str, min_idle_ms: int, cursor: str,
                          count: int) -> AutoClaimed:
@@ -107,14 +104,11 @@ class StreamReads(StoreBase):
 
     async def _claim(self, session_id: str, consumer: str, mode: str, cursor: str, count: int,
                      scan: int, min_idle_ms: int) -> ClaimedEntries:
-        res = await self.scripts.claim_session(
+        return await self.scripts.claim_session(
             keys=StreamKeys(self.keys.stream(self.keys.shard(session_id))),
             args=ClaimSessionArgs(group=CONSUMER_GROUP, consumer=consumer,
                                   session_id=session_id, mode=mode, cursor=cursor,
                                   count=max(1, count), scan=scan, min_idle_ms=min_idle_ms))
-        entries = [(as_str(e[0]), {as_str(e[1][i]): as_str(e[1][i + 1])
-                                   for i in range(0, len(e[1]), 2)}) for e in res[1]]
-        return ClaimedEntries(as_str(res[0]), entries, bool(int(res[2])))
 
     async def recent_job_agent(self, session_id: str, step: str, count: int) -> str:
         """The agent of `step`'s job among the newest `count` entries of its session's
@@ -126,25 +120,4 @@ class StreamReads(StoreBase):
             if f.get("sid") == session_id and f.get("step") == step:
                 return str(json.loads(f.get("job", "{}")).get("agent", ""))
         return ""
-
-
-def parse_taken(item: list[Any], known: dict[str, dict[str, str]] | None = None
-                ) -> TakenEntry:
-    """One item of take.lua's (or commit.lua's `taken`) reply. An entry sent by id whose
-    stream entry is gone comes back without fields: those the caller read are kept."""
-    raw = [as_str(x) for x in item[1]]  # a stream entry's fields: always pairs
-    fields = dict(zip(raw[::2], raw[1::2], strict=True))
-    entry_id, verdict = as_str(item[0]), as_str(item[2])
-    if not fields and known:
-        fields = known.get(entry_id, fields)
-    if verdict == "ungated":
-        return TakenEntry(entry_id, fields)
-    if verdict != "run":
-        return TakenEntry(entry_id, fields, GateOutcome(verdict))  # type: ignore[arg-type]
-    values = dict(zip(GATE_FIELDS, (as_str(v) for v in item[3]), strict=True))
-    flat = [as_str(v) for v in item[5]]
-    journal = dict(zip(flat[::2], flat[1::2], strict=True))
-    lane = (int(item[6]), [as_str(m) for m in item[7]])
-    return TakenEntry(entry_id, fields, GateOutcome("run", values, [], journal), int(item[4]),
-                      lane)
 

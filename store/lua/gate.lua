@@ -3,7 +3,7 @@
 -- `known_results`: results the caller has already; `started`: the step_started event
 -- (JSON array); `wanted`: meta fields to return (JSON array); `kind`: the job's kind
 -- (a HITL timeout must get through a paused session).
--- KEYS and ARGV by name, in the order of GateKeys and GateArgs (script_step.py):
+-- KEYS and ARGV by name, in the order of GateKeys and GateArgs (script_gate.py):
 local meta_key = KEYS[1]
 local stream_key = KEYS[2]
 local held_key = KEYS[3]

@@ -9,7 +9,7 @@
 -- Returns one item per entry, the ids' first: {id, fields, verdict} and, for 'run',
 --       {..., values, commit-order length, journal fields, lane length, the lane's
 --       newest page} (what the step restores its conversation from)
--- KEYS and ARGV by name, in the order of TakeKeys and TakeArgs (script_step.py):
+-- KEYS and ARGV by name, in the order of TakeKeys and TakeArgs (script_gate.py):
 local stream_key = KEYS[1]
 local unwritten_key = KEYS[2]
 local group = ARGV[1]

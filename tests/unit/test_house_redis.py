@@ -7,12 +7,13 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
-from strands_durable.store import script_capacity, script_operator, script_step
+from strands_durable.store import script_operator
+from strands_durable.store.script_gate import TakeSpelling
 from strands_durable.store.script_library import NAMES, IndexKeys, flat, script_source
-from strands_durable.store.script_step import TakeSpelling
 from strands_durable.store.scripts import Scripts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,21 +60,13 @@ def test_the_check_catches_a_raw_call_and_an_import(tmp_path: Path) -> None:
 
 
 def contracts() -> dict[str, tuple[type, type]]:
-    """Script name -> its (KEYS, ARGV) contract, from the typed methods' annotations."""
+    """Script name -> its (KEYS, ARGV) contract, from the typed methods' annotations
+    (resolved in the method's own module)."""
     found = {}
     for name in NAMES:
-        hints = getattr(Scripts, name).__annotations__
-        found[name] = (resolve(hints["keys"]), resolve(hints["args"]))
+        hints = get_type_hints(getattr(Scripts, name))
+        found[name] = (hints["keys"], hints["args"])
     return found
-
-
-def resolve(hint: str | type) -> type:
-    if isinstance(hint, type):
-        return hint
-    for module in (script_step, script_operator, script_capacity):
-        if hasattr(module, hint):
-            return getattr(module, hint)  # type: ignore[no-any-return]
-    raise AssertionError(f"no contract {hint}")
 
 
 def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:

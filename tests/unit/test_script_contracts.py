@@ -14,6 +14,7 @@ from typing import Any, get_type_hints
 import pytest
 
 from strands_durable.store import script_step
+from strands_durable.store.script_gate import TakeArgs, TakeSpelling
 from strands_durable.store.script_library import (
     HEADER,
     NAMES,
@@ -22,7 +23,7 @@ from strands_durable.store.script_library import (
     flat,
     nested_bindings,
 )
-from strands_durable.store.script_step import CommitArgs, CommitKeys, TakeArgs, TakeSpelling
+from strands_durable.store.script_step import CommitArgs, CommitKeys
 from strands_durable.store.scripts import Scripts
 
 LUA = Path(__file__).resolve().parents[2] / "store" / "lua"
