@@ -8,7 +8,12 @@ flight and answers 429 + Retry-After beyond, and chains of `--steps` steps.
 Modes, each a fresh keyspace on one private redis-server:
 - `off`: DURABLE_CAPACITY_ENABLED=false, every worker meets the limit alone (as before);
 - `learned`: nothing declared, the fleet learns the limit from the 429s;
-- `declared`: DURABLE_CAPACITY_LIMITS names the server's limits.
+- `declared`: DURABLE_CAPACITY_LIMITS names the server's limits;
+- `fair`: fair share (limits declared): `--sessions` chains alone, then beside one
+  session of `--branches` parallel branches submitted first; printed: the chains' p95
+  completion time in both runs and its ratio (the goal: <= 2x). Use enough
+  `--concurrency` that every branch and step is taken at once (a waiting step costs a
+  coroutine): then the provider key's fair share, not the stream's order, decides.
 
 Printed per mode: sessions completed and failed, requests answered and throttled (and
 the share throttled), goodput (accepted requests a second from the first answered to the
@@ -114,6 +119,80 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
         }
 
 
+BIG = """
+version: 0
+name: big
+runtime: {{provider: openai, model_id: gpt-limited, host: "{host}", max_parallel: {n}}}
+agents: {{a: {{prompt: "You answer."}}}}
+pattern: {{type: parallel, config: {{branches: [{branches}]}}}}
+"""
+
+
+async def _chains_p95(args: argparse.Namespace, redis_url: str, logdir: Path, big: bool
+                      ) -> float:
+    """The chains' p95 completion time (s from their submit), with or without the big
+    session submitted first."""
+    from strands_durable.models import SessionStatus
+    from strands_durable.provider_policy import current_provider_policy
+    from strands_durable.sessions.start import start_session
+    from strands_durable.settings import DurableSettings
+    from strands_durable.spec.loader import load_spec_text
+    from strands_durable.store.connect import open_store
+
+    prefix = f"capfair{int(big)}{os.getpid()}"
+    with limited_llm(per_second=args.per_second, at_once=args.at_once,
+                     delay_s=args.delay_s) as server:
+        env = clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
+                        DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(args.concurrency),
+                        DURABLE_OPENAI_HOSTS=server.url(), OPENAI_API_KEY="bench",
+                        DURABLE_CAPACITY_LIMITS=json.dumps([{
+                            "provider": "openai", "model": "gpt-limited",
+                            "rpm": args.per_second * 60, "in_flight": args.at_once}]))
+        os.environ["DURABLE_OPENAI_HOSTS"] = server.url()
+        current_provider_policy.cache_clear()
+        procs = Procs(logdir)
+        store = open_store(DurableSettings(redis_url=redis_url, key_prefix=prefix))
+        await store.prepare()
+        try:
+            for _ in range(args.workers):
+                procs.start("fair-worker", ["strands_durable.worker.WorkerSettings"], env)
+            host = server.url("/v1")
+            if big:
+                branches = ", ".join(f'{{id: b{i}, steps: [{{agent: a, input: "b{i}"}}]}}'
+                                     for i in range(args.branches))
+                await start_session(store, load_spec_text(
+                    BIG.format(host=host, n=args.branches, branches=branches), "big.yaml"))
+            steps = ", ".join(f'{{agent: a, input: "step {i}"}}' for i in range(args.steps))
+            started = time.monotonic()
+            ids = [(await start_session(store, load_spec_text(
+                SPEC.format(n=n, host=host, steps=steps), f"c{n}.yaml")))[0]
+                for n in range(args.sessions)]
+            done: dict[str, float] = {}
+            while len(done) < len(ids) and time.monotonic() < started + args.timeout_s:
+                for sid in ids:
+                    if sid not in done and (await store.get_session(sid)).status \
+                            != SessionStatus.RUNNING:
+                        done[sid] = time.monotonic() - started
+                if procs.dead():
+                    raise SystemExit(f"a worker died:\n{procs.tail()}")
+                await asyncio.sleep(0.1)
+        finally:
+            procs.stop()
+            await store.close()
+    times = sorted(done.values()) or [float("inf")]
+    return times[min(len(times) - 1, int(0.95 * len(ids)))]
+
+
+def _fair(args: argparse.Namespace, redis_url: str, logdir: Path) -> dict[str, Any]:
+    alone = asyncio.run(_chains_p95(args, redis_url, logdir, big=False))
+    beside = asyncio.run(_chains_p95(args, redis_url, logdir, big=True))
+    print(f"     fair: {args.sessions} chains of {args.steps}: p95 {alone:.1f} s alone, "
+          f"{beside:.1f} s beside one session of {args.branches} branches: "
+          f"{beside / alone:.2f}x (goal <= 2x)", flush=True)
+    return {"mode": "fair", "p95_alone_s": alone, "p95_beside_big_s": beside,
+            "ratio": beside / alone}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", default="off,learned,declared")
@@ -125,6 +204,7 @@ def main() -> int:
     parser.add_argument("--at-once", type=int, default=6)
     parser.add_argument("--delay-s", type=float, default=0.4)
     parser.add_argument("--timeout-s", type=float, default=300)
+    parser.add_argument("--branches", type=int, default=200)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
@@ -132,6 +212,9 @@ def main() -> int:
         redis = start_redis(workdir=Path(tmp))
         try:
             for mode in args.modes.split(","):
+                if mode == "fair":
+                    rows.append(_fair(args, redis.url, Path(tmp)))
+                    continue
                 row = asyncio.run(_run_mode(mode, args, redis.url, Path(tmp)))
                 rows.append(row)
                 print(f"{mode:>9}: {row['completed']}/{row['sessions']} completed, "
