@@ -16,6 +16,7 @@ from strands_durable.store.codec import as_entries, as_str
 from strands_durable.store.script_capacity import (
     AcquireArgs,
     AcquireKeys,
+    Grant,
     ReleaseArgs,
     ReleaseKeys,
     ThrottledArgs,
@@ -80,20 +81,6 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Grant:
-    granted: bool
-    wait_ms: int
-    reason: str  # why not: backoff, in_flight, requests_per_minute, tokens_per_minute,
-    # fair_share, spec_in_flight, spec_requests_per_minute, spec_tokens_per_minute
-    rpm: float  # requests per minute in force (0: none)
-    in_flight_limit: int  # 0: none
-    in_flight: int
-    session: str = ""  # whose candidate was granted
-    lease_id: str = ""
-    learned_rpm: float = 0.0
-
-
-@dataclass(frozen=True)
 class CapacityState:
     """A key as `durable capacity`, `durable workers` and the console show it."""
 
@@ -138,7 +125,7 @@ class CapacityOps(StoreBase):
                    scopes.index(c.scope) + 1 if c.scope is not None else 0]
                   for c in candidates]
         scope_keys = tuple(k for s in scopes for k in self._scope_keys(key, s))
-        reply = await self.scripts.capacity_acquire(
+        return await self.scripts.capacity_acquire(
             keys=AcquireKeys(self.keys.capacity(key.digest),
                              self.keys.capacity_leases(key.digest), self._part(key, "waiting"),
                              self._part(key, "queue"), self._part(key, "queue_expiry"),
@@ -147,10 +134,6 @@ class CapacityOps(StoreBase):
                              wait_cap_ms, process or "-", waiting, json.dumps(wanted),
                              json.dumps([[s.limits.rpm, s.limits.tpm, s.limits.in_flight]
                                          for s in scopes])))
-        return Grant(granted=int(reply[0]) == 1, wait_ms=int(reply[1]), reason=as_str(reply[2]),
-                     rpm=float(as_str(reply[3])), in_flight_limit=int(reply[4]),
-                     in_flight=int(reply[5]), session=as_str(reply[6]),
-                     lease_id=as_str(reply[7]), learned_rpm=float(as_str(reply[8])))
 
     def _release_keys(self, key: ProviderKey, scope: SpecScope | None) -> ReleaseKeys:
         return ReleaseKeys(self.keys.capacity(key.digest), self.keys.capacity_leases(key.digest),
@@ -172,12 +155,12 @@ class CapacityOps(StoreBase):
     async def capacity_throttled(self, key: ProviderKey, lease_id: str, backoff_ms: int,
                                  told_rpm: int, decrease: float, min_rpm: int,
                                  scope: SpecScope | None = None) -> tuple[float, int]:
-        reply = await self.scripts.capacity_throttled(
+        throttled = await self.scripts.capacity_throttled(
             keys=ThrottledKeys(self.keys.capacity(key.digest),
                                self.keys.capacity_leases(key.digest),
                                self._scope_keys(key, scope)[1]),
             args=ThrottledArgs(now_ms(), lease_id, backoff_ms, told_rpm, decrease, min_rpm))
-        return float(as_str(reply[0])), int(reply[1])
+        return throttled.rpm, throttled.in_flight_limit
 
     async def capacity_priority(self, session_id: str) -> int | None:
         """The priority a session was submitted with (None: the default)."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from strands_durable.store.codec import as_str
 from strands_durable.store.script_library import ScriptLibrary
 
-__all__ = ["AcquireArgs", "AcquireKeys", "CapacityKeys", "CapacityScripts", "ReleaseArgs",
-           "ReleaseKeys", "ThrottledArgs", "ThrottledKeys"]
+__all__ = ["AcquireArgs", "AcquireKeys", "CapacityKeys", "CapacityScripts", "Grant",
+           "ReleaseArgs", "ReleaseKeys", "Throttled", "ThrottledArgs", "ThrottledKeys"]
 
 
 @dataclass(frozen=True)
@@ -77,16 +78,48 @@ class ThrottledArgs:
     min_rpm: int
 
 
+@dataclass(frozen=True)
+class Grant:
+    granted: bool
+    wait_ms: int
+    reason: str  # why not: backoff, in_flight, requests_per_minute, tokens_per_minute,
+    # fair_share, spec_in_flight, spec_requests_per_minute, spec_tokens_per_minute
+    rpm: float  # requests per minute in force (0: none)
+    in_flight_limit: int  # 0: none
+    in_flight: int
+    session: str = ""  # whose candidate was granted
+    lease_id: str = ""
+    learned_rpm: float = 0.0
+
+    @classmethod
+    def decode(cls, reply: Any) -> Grant:
+        """capacity_acquire.lua: {granted 0|1, wait ms, reason, rpm in force, in-flight
+        limit, in flight, granted session, granted lease id, learned rpm}."""
+        return cls(granted=int(reply[0]) == 1, wait_ms=int(reply[1]), reason=as_str(reply[2]),
+                   rpm=float(as_str(reply[3])), in_flight_limit=int(reply[4]),
+                   in_flight=int(reply[5]), session=as_str(reply[6]),
+                   lease_id=as_str(reply[7]), learned_rpm=float(as_str(reply[8])))
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """capacity_throttled.lua: {rpm in force, in-flight limit}."""
+
+    rpm: float
+    in_flight_limit: int
+
+    @classmethod
+    def decode(cls, reply: Any) -> Throttled:
+        return cls(float(as_str(reply[0])), int(reply[1]))
+
+
 class CapacityScripts(ScriptLibrary):
-    async def capacity_acquire(self, *, keys: AcquireKeys, args: AcquireArgs) -> list[Any]:
-        """[granted 0|1, wait ms, reason, rpm in force, in-flight limit, in flight,
-        granted session, granted lease id, learned rpm]."""
-        return list(await self._call("capacity_acquire", keys, args))
+    async def capacity_acquire(self, *, keys: AcquireKeys, args: AcquireArgs) -> Grant:
+        return Grant.decode(await self._call("capacity_acquire", keys, args))
 
     async def capacity_release(self, *, keys: ReleaseKeys, args: ReleaseArgs) -> int:
         return int(await self._call("capacity_release", keys, args) or 0)
 
     async def capacity_throttled(self, *, keys: ThrottledKeys, args: ThrottledArgs
-                                 ) -> list[Any]:
-        """[rpm in force, in-flight limit]."""
-        return list(await self._call("capacity_throttled", keys, args))
+                                 ) -> Throttled:
+        return Throttled.decode(await self._call("capacity_throttled", keys, args))
