@@ -10,16 +10,20 @@ import asyncio
 import subprocess
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import REPO, wait_for
 from helpers.api import asgi_client, make_app
 from helpers.fleet import durable_bin
 
+from bench.limited_llm import limited_llm
+from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import CapacityPolicy
-from strands_durable.sessions.start import new_session
+from strands_durable.sessions.start import new_session, start_session
 from strands_durable.sessions.status import session_status
 from strands_durable.settings import DurableSettings
 from strands_durable.spec.loader import load_spec_text
@@ -164,3 +168,62 @@ async def test_the_api_and_the_cli_submit_with_a_priority(
     done = await asyncio.to_thread(cli, "submit", str(path), "--priority", "7")
     assert done.returncode == 0, done.stderr
     assert (await session_status(store, done.stdout.strip())).priority == 7
+
+
+WIDE = """
+version: 0
+name: wide
+runtime: {{provider: openai, model_id: gpt-fair, host: "{host}", max_parallel: 200}}
+agents: {{a: {{prompt: "You answer."}}}}
+pattern: {{type: parallel, config: {{branches: [{branches}]}}}}
+"""
+SMALL = """
+version: 0
+name: small-{n}
+runtime: {{provider: openai, model_id: gpt-fair, host: "{host}"}}
+agents: {{a: {{prompt: "You answer."}}}}
+pattern: {{type: chain, config: {{steps: [{{agent: a, input: "small {n}"}}]}}}}
+"""
+
+
+@pytest.mark.timeout(300)
+async def test_a_real_worker_serves_small_sessions_beside_a_wide_one(
+        fleet_factory: Callable[..., Any], store: Store,
+        allow_provider_host: Callable[[str, str], None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real `arq` worker takes one session of 200 parallel branches (submitted first)
+    and 20 one-step sessions at once; the key allows 2 requests at once. The small
+    sessions all complete while the wide one has had a few of its 200 turns."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    limits = '[{"provider": "openai", "model": "gpt-fair", "in_flight": 2}]'
+    with limited_llm(per_second=10_000, at_once=100, delay_s=0.02) as server:
+        allow_provider_host("openai", server.url())
+        host = server.url("/v1")
+        branches = ", ".join(f'{{id: b{i}, steps: [{{agent: a, input: "b{i}"}}]}}'
+                             for i in range(200))
+        wide, _ = await start_session(store, load_spec_text(
+            WIDE.format(host=host, branches=branches), "w.yaml"))
+        smalls = [(await start_session(store, load_spec_text(
+            SMALL.format(n=n, host=host), f"s{n}.yaml")))[0] for n in range(20)]
+        # Every entry is on the stream before the worker starts, and it takes them all.
+        fleet = fleet_factory(worker_concurrency=300, worker_adaptive_concurrency="false",
+                              capacity_limits=limits)
+        fleet.start_worker()
+
+        async def ended() -> bool:
+            records = [await store.get_session(sid) for sid in [wide, *smalls]]
+            return all(r.status != SessionStatus.RUNNING for r in records)
+
+        await wait_for(ended, timeout_s=240, what="every session to end")
+        for sid in [wide, *smalls]:
+            assert (await store.get_session(sid)).status == SessionStatus.COMPLETED
+        last_small = max([f["at"] for sid in smalls for _, f in await store.events(sid)
+                          if f["type"] == "step_completed"])
+        wide_done = [f["at"] for _, f in await store.events(wide)
+                     if f["type"] == "step_completed"]
+        assert len(wide_done) == 200 and server.peak_at_once <= 2
+        # First come, first served would finish the 200 branches first (they queued
+        # first); with fair share the small ones have their turns among the first (14 on
+        # a quiet run here: the wide one's requests reach the key before theirs do).
+        before = sum(1 for at in wide_done if at <= last_small)
+        assert before <= 50, f"{before} of the wide session's steps before the last small one"
