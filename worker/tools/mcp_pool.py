@@ -23,34 +23,27 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-import anyio
-import httpx2
-from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from strands.tools.mcp import MCPAgentTool, MCPClient
-from strands.types.events import ToolResultEvent
-from strands.types.tools import AgentTool, ToolGenerator, ToolResult, ToolUse
+from typing import TYPE_CHECKING, Any
 
 from strands_durable.settings import ToolPolicy
 from strands_durable.spec.tools import ENV_REFERENCE, McpServer
 from strands_durable.worker.tools.net_guard import ToolRefused, check_url
-from strands_durable.worker.tools.results import error_result
 
-__all__ = ["McpPool", "McpRefused", "McpUnavailable", "PooledMcpTool"]
+if TYPE_CHECKING:  # the mcp package takes ~0.5 s to import: worker/tools/mcp_transport.py
+    from strands.tools.mcp import MCPAgentTool, MCPClient
+    from strands.types.tools import AgentTool
+
+__all__ = ["McpPool", "McpRefused", "McpUnavailable"]
 
 log = logging.getLogger("durable.worker")
 
 Key = tuple[str, str]  # (scope: the spec's digest, server id)
-Transport = Callable[[], AbstractAsyncContextManager[Any]]
 # Strands' own startup timeout is only a backstop: when it fires first, its stop() waits
 # for a handshake that may never come. The transport's own bound ends that handshake.
 STRANDS_TIMEOUT_MARGIN_S = 10
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the mcp package's defaults
 
 
 class McpRefused(ValueError):
@@ -68,94 +61,6 @@ class _Startup:
     timeout_s: float
     deadline: float = 0.0
     done: threading.Event = field(default_factory=threading.Event)
-
-
-class _BoundedReads:
-    """A transport's read stream that ends (EndOfStream) if the server has not finished
-    its handshake by the startup deadline: the session then fails the pending initialize
-    request, Strands' start() returns, and the transport stops the server."""
-
-    def __init__(self, inner: Any, startup: _Startup) -> None:
-        self._inner = inner
-        self._startup = startup
-
-    @property
-    def last_context(self) -> Any:  # the mcp package restores the sender's context
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        while not self._startup.done.is_set():
-            remaining = self._startup.deadline - time.monotonic()
-            if remaining <= 0:
-                raise anyio.EndOfStream
-            with anyio.move_on_after(remaining):
-                return await self._inner.receive()
-        return await self._inner.receive()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _BoundedReads:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _BoundedReads:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-def _stdio_transport(params: StdioServerParameters, startup: _Startup) -> Transport:
-    @asynccontextmanager
-    async def opened() -> AsyncIterator[tuple[Any, Any]]:
-        async with stdio_client(params) as streams:
-            yield _BoundedReads(streams[0], startup), streams[1]
-
-    return opened
-
-
-def _http_transport(url: str, headers: dict[str, str], startup: _Startup) -> Transport:
-    @asynccontextmanager
-    async def opened() -> AsyncIterator[tuple[Any, Any]]:
-        http = httpx2.AsyncClient(headers=headers, timeout=HTTP_TIMEOUT, follow_redirects=False)
-        async with http, streamable_http_client(url, http_client=http) as streams:
-            yield _BoundedReads(streams[0], startup), streams[1]
-
-    return opened
-
-
-class PooledMcpTool(MCPAgentTool):
-    """A server's tool whose calls go to the pool's current client for that server (so a
-    call after a restart reaches the new process); an error result makes the pool check
-    the server, and stop it if it died."""
-
-    def __init__(self, listed: MCPAgentTool, pool: McpPool, scope: str,
-                 server: McpServer) -> None:
-        super().__init__(listed.mcp_tool, listed.mcp_client, timeout=listed.timeout)
-        self._pool, self._scope, self._server = pool, scope, server
-
-    async def stream(self, tool_use: ToolUse, invocation_state: dict[str, Any],
-                     **kwargs: Any) -> ToolGenerator:
-        key = (self._scope, self._server.id)
-        try:
-            client = await self._pool.client(self._scope, self._server)
-        except (McpRefused, McpUnavailable) as exc:
-            yield ToolResultEvent(error_result(tool_use, str(exc)))
-            return
-        with self._pool.in_use(key):
-            result: ToolResult = await client.call_tool_async(
-                tool_use_id=tool_use["toolUseId"], name=self.mcp_tool.name,
-                arguments=tool_use["input"], read_timeout_seconds=self.timeout,
-                cancel_signal=getattr(invocation_state.get("agent"), "_cancel_signal", None))
-        if result.get("status") == "error":
-            await self._pool.check(key, client)
-        yield ToolResultEvent(result)
 
 
 class McpPool:
@@ -252,6 +157,8 @@ class McpPool:
 
     def _pooled(self, listed: list[MCPAgentTool], scope: str,
                 server: McpServer) -> list[AgentTool]:
+        from strands_durable.worker.tools.mcp_transport import PooledMcpTool
+
         return [PooledMcpTool(tool, self, scope, server) for tool in listed]
 
     async def _listed(self, client: MCPClient) -> list[MCPAgentTool]:
@@ -297,17 +204,17 @@ class McpPool:
 
     def _client(self, server: McpServer, startup: _Startup) -> MCPClient:
         """A client (not started) for the server, once the policy allows it."""
+        from strands_durable.worker.tools import mcp_transport
+
         strands_timeout = int(self.startup_timeout_s) + STRANDS_TIMEOUT_MARGIN_S
         if server.command is not None:
             if server.command not in self.policy.commands:
                 raise McpRefused(f"MCP server {server.id!r}: command {server.command!r} is "
                                  "not one this fleet may start (DURABLE_MCP_COMMANDS)")
-            env = {**get_default_environment(),
-                   **{name: self._substituted(server.id, value)
-                      for name, value in server.env.items()}}
-            params = StdioServerParameters(command=server.command, args=list(server.args),
-                                           env=env)
-            return MCPClient(_stdio_transport(params, startup), startup_timeout=strands_timeout)
+            env = {name: self._substituted(server.id, value)
+                   for name, value in server.env.items()}
+            return mcp_transport.stdio_client(server.command, list(server.args), env, startup,
+                                              strands_timeout)
         url = str(server.url or "")
         try:
             check_url(url, self.policy)  # http(s) only, to an address the policy allows
@@ -315,7 +222,7 @@ class McpPool:
             raise McpRefused(f"MCP server {server.id!r}: {exc}") from None
         headers = {name: self._substituted(server.id, value)
                    for name, value in server.headers.items()}
-        return MCPClient(_http_transport(url, headers, startup), startup_timeout=strands_timeout)
+        return mcp_transport.http_client(url, headers, startup, strands_timeout)
 
     def _substituted(self, server_id: str, value: str) -> str:
         def lend(match: Any) -> str:
@@ -359,7 +266,6 @@ def _stop_quietly(client: MCPClient, server_id: str) -> None:
         client.stop(None, None, None)
     except Exception as exc:  # a dead server's client reports why it died: it is gone
         log.debug("MCP server %r: stopped after %s", server_id, _one_line(exc))
-
 
 
 def _root(exc: BaseException) -> BaseException:
