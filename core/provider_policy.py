@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -53,6 +52,8 @@ def parse_base_url(url: str) -> Origin | str:
         return f"longer than {MAX_URL_CHARS} characters"
     if any(not ch.isprintable() or ch.isspace() or ch == "\\" for ch in url):
         return "has spaces, control characters or backslashes"
+    import httpx  # ~0.1 s to import: the CLI's commands that read no URL never pay it
+
     try:
         parts = urlsplit(url)
         parsed = httpx.URL(url)
