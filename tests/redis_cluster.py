@@ -1,8 +1,10 @@
 """A real, throw-away Redis Cluster on loopback ports for tests (never :6379).
 
-`start_cluster(primaries=3, replicas=1)` starts one redis-server per node, each in its own
-tmp dir with cluster mode on, joins them with `redis-cli --cluster create`, and returns
-once every node reports cluster_state:ok and every replica is synced. The cluster can
+`start_cluster(primaries=3, replicas=1)` starts one redis-server per node (all at once),
+each in its own tmp dir with cluster mode on, forms the cluster as `redis-cli --cluster
+create` would (its slot ranges and config epochs; MEET, then REPLICATE) without its fixed
+one-second sleeps, and returns once every node reports cluster_state:ok, knows every node
+and every replica is synced (diskless, no delay). The cluster can
 then lose a primary (`kill_primary`, `wait_for_failover`), get a node back (`restart`),
 and move a slot (`migrate_slot`, or `begin_migration` / `move_keys` / `finish_migration`
 to hold a slot half-migrated: the ASK window). `stop()` SIGKILLs every pid it started.
@@ -30,6 +32,7 @@ HOST = "127.0.0.1"
 # Short enough that a failover takes a few seconds, long enough that a busy 2-core
 # machine does not see spurious failovers.
 NODE_TIMEOUT_MS = 2000
+SLOTS = 16384
 
 
 def _wait(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
@@ -50,6 +53,10 @@ def _wait(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
 
 def tls_kwargs(pki: Path | None) -> dict[str, Any]:
     return {} if pki is None else {"ssl": True, "ssl_ca_certs": str(pki / "ca.crt")}
+
+
+class NodeExited(RuntimeError):
+    """A redis-server that exited while starting (another process took its port first)."""
 
 
 @dataclass
@@ -94,7 +101,9 @@ class ClusterNode:
                "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
                "--dir", str(self.directory), "--cluster-enabled", "yes",
                "--cluster-config-file", "nodes.conf",
-               "--cluster-node-timeout", str(node_timeout_ms)]
+               "--cluster-node-timeout", str(node_timeout_ms),
+               # A replica's first sync starts at once (the default waits 5 s for others).
+               "--repl-diskless-sync-delay", "0"]
         if self.pki is not None:  # TLS for clients, the cluster bus and replication
             cmd[cmd.index("--port") + 1] = "0"
             cmd += ["--tls-port", str(self.port), "--tls-cluster", "yes",
@@ -106,11 +115,13 @@ class ClusterNode:
             cmd += ["--requirepass", self.password, "--masterauth", self.password]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
+
+    def wait_up(self) -> None:
         _wait(self._pings, 10, f"redis-server on port {self.port}")
 
     def _pings(self) -> bool:
         if not self.alive:
-            raise RuntimeError(f"redis-server on port {self.port} exited")
+            raise NodeExited(f"redis-server on port {self.port} exited")
         with self.client() as c:
             return bool(c.ping())
 
@@ -183,18 +194,39 @@ class LocalCluster:
         return self.owner_of_slot(self.slot_of(key)).port
 
     # -- life --------------------------------------------------------------------------------
-    def _create(self) -> None:
-        cmd = ["redis-cli"]
-        if self.pki is not None:
-            cmd += ["--tls", "--cacert", str(self.pki / "ca.crt")]
-        if self.password:
-            cmd += ["-a", self.password, "--no-auth-warning"]
-        cmd += ["--cluster", "create", *[n.address for n in self.nodes],
-                "--cluster-replicas", str(self.replicas), "--cluster-yes"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout[-2000:]}"
-                               f"{done.stderr[-2000:]}")
+    def _form(self, primaries: int) -> None:
+        """What `redis-cli --cluster create` does, minus its sleeps: a distinct config epoch
+        per node, even slot ranges on the first `primaries` nodes, MEET from the first node,
+        and once every node knows every other, each replica REPLICATEs its primary."""
+        heads, rest = self.nodes[:primaries], self.nodes[primaries:]
+        for epoch, n in enumerate(self.nodes, start=1):
+            with n.client() as c:
+                c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", epoch)
+        for i, n in enumerate(heads):
+            first, last = i * SLOTS // primaries, (i + 1) * SLOTS // primaries - 1
+            with n.client() as c:
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        with self.nodes[0].client() as c:
+            for n in self.nodes[1:]:
+                c.execute_command("CLUSTER", "MEET", HOST, n.port)
+        ids = {n.port: n.node_id() for n in self.nodes}
+        _wait(lambda: self._all_know(set(ids.values()), 0), 30, "every node to meet the others")
+        for i, n in enumerate(rest):
+            with n.client() as c:
+                c.execute_command("CLUSTER", "REPLICATE", ids[heads[i % primaries].port])
+        _wait(lambda: self._all_know(set(ids.values()), len(rest)), 30,
+              "every node to see every replica")
+
+    def _all_know(self, ids: set[str], replicas: int) -> bool:
+        """Every node lists `ids`, none still in handshake, and `replicas` of them as replicas."""
+        for n in self.nodes:
+            with n.client() as c:
+                lines = str(c.execute_command("CLUSTER", "NODES")).splitlines()
+            known = {line.split()[0] for line in lines if "handshake" not in line.split()[2]}
+            seen = sum("slave" in line.split()[2].split(",") for line in lines)
+            if known != ids or seen != replicas:
+                return False
+        return True
 
     def healthy(self) -> bool:
         """Every live node: cluster_state ok, all slots assigned, knows all live nodes,
@@ -260,6 +292,7 @@ class LocalCluster:
         if node.alive:
             raise RuntimeError(f"node {port} is running")
         node.start(self.node_timeout_ms)
+        node.wait_up()
         return node
 
     def stop(self) -> None:
@@ -333,20 +366,35 @@ def start_cluster(primaries: int = 3, replicas: int = 1, password: str | None = 
     """`primaries` primaries with `replicas` replicas each, healthy; stop() it after use.
     `pki`: a folder with ca.crt, server.crt and server.key makes every port TLS."""
     if primaries < 3:
-        raise ValueError("redis-cli --cluster create needs at least 3 primaries")
+        raise ValueError("a cluster that can fail over needs at least 3 primaries")
     cluster = LocalCluster(nodes=[], replicas=replicas, node_timeout_ms=node_timeout_ms,
                            password=password, pki=pki)
     try:
         for i in range(primaries * (1 + replicas)):
             directory = cluster.root / f"node{i}"
             directory.mkdir()
-            node = ClusterNode(port=cluster_port(), directory=directory, password=password,
-                               pki=pki)
+            node = ClusterNode(port=cluster_port(), directory=directory,
+                               password=password, pki=pki)
             cluster.nodes.append(node)
             node.start(node_timeout_ms)
-        cluster._create()
+        for node in cluster.nodes:
+            _up_on_a_free_port(node, node_timeout_ms)
+        cluster._form(primaries)
         cluster.wait_healthy()
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _up_on_a_free_port(node: ClusterNode, node_timeout_ms: int, tries: int = 5) -> None:
+    """Wait for a node just started; one whose port another process took first (it exits
+    at once) starts again on another free port."""
+    for _ in range(tries - 1):
+        try:
+            node.wait_up()
+            return
+        except NodeExited:
+            node.port = cluster_port()
+            node.start(node_timeout_ms)
+    node.wait_up()

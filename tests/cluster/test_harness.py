@@ -8,9 +8,9 @@ from redis_cluster import LocalCluster, start_cluster
 pytestmark = pytest.mark.integration
 
 
-def test_cluster_forms_with_three_primaries_and_replicas(cluster: LocalCluster) -> None:
+def test_shared_cluster_forms_with_three_primaries(cluster: LocalCluster) -> None:
     assert len(cluster.primaries()) == 3
-    assert len(cluster.replica_nodes()) == 3
+    assert cluster.replica_nodes() == []
     assert cluster.url.startswith("redis+cluster://127.0.0.1:")
     with cluster.client() as c:
         c.set("{a}x", "1")
@@ -20,7 +20,8 @@ def test_cluster_forms_with_three_primaries_and_replicas(cluster: LocalCluster) 
         assert direct.get("{a}x") == "1"
 
 
-def test_migrate_slot_moves_keys(cluster: LocalCluster) -> None:
+def test_migrate_slot_moves_keys(own_cluster: LocalCluster) -> None:
+    cluster = own_cluster
     with cluster.client() as c:
         c.set("{mig}k1", "v1")
         c.set("{mig}k2", "v2")
@@ -38,6 +39,13 @@ def test_migrate_slot_moves_keys(cluster: LocalCluster) -> None:
 def test_kill_primary_fails_over_and_node_rejoins() -> None:
     c = start_cluster(primaries=3, replicas=1)
     try:
+        assert len(c.primaries()) == 3
+        assert len(c.replica_nodes()) == 3
+        masters = set()
+        for replica in c.replica_nodes():
+            with replica.client() as direct:
+                masters.add(int(direct.info("replication")["master_port"]))
+        assert masters == {p.port for p in c.primaries()}  # one replica per primary
         with c.client() as rc:
             rc.set("{f}k", "kept")
         victim = c.node(c.primary_port_of_key("{f}k"))
