@@ -77,7 +77,14 @@ async def test_a_waiting_step_is_shown_waiting_and_its_session_running(
 
         [worker] = await wait_for(worker_waits, timeout_s=30, what="the worker's wait")
         assert worker["capacity_waiting"] == {key.label: 1}
-        [cap] = await asyncio.to_thread(fleet.cli_json, "capacity")
+
+        async def key_waits() -> Any:
+            # A worker's registration lapses 3 s after its last ask: on a machine too
+            # loaded for it to ask meanwhile the next read finds it again.
+            docs = await asyncio.to_thread(fleet.cli_json, "capacity")
+            return docs if docs and docs[0]["waiting"] else None
+
+        [cap] = await wait_for(key_waits, timeout_s=30, what="the key's waiting request")
         assert cap["key"] == key.label and cap["in_force"] == {"rpm": None, "in_flight": 1}
         assert cap["in_flight"] == 1 and cap["waiting"] == 1 and cap["waiting_sessions"] == 1
         assert cap["waiting_by_worker"] == {worker["consumer"]: 1}
@@ -91,10 +98,14 @@ async def test_a_waiting_step_is_shown_waiting_and_its_session_running(
         async with asgi_client(app) as browser:
             browser.headers["accept"] = "text/html"
             await browser.post("/ui/login", data={"token": TOKEN, "next": "/ui"})
-            fleet_page = (await browser.get("/ui/fleet")).text
-            table = fleet_page.split('id="capacity"')[1].split("</table>")[0]
-            row = next(r for r in table.split("<tr>") if key.label in r)
-            assert "1 at once" in row and "1 (1 sessions)" in row
+
+            async def fleet_page_waits() -> str | None:
+                page = (await browser.get("/ui/fleet")).text
+                table = page.split('id="capacity"')[1].split("</table>")[0]
+                row = next(r for r in table.split("<tr>") if key.label in r)
+                return page if "1 at once" in row and "1 (1 sessions)" in row else None
+
+            fleet_page = await wait_for(fleet_page_waits, timeout_s=30, what="the fleet page")
             worker_row = next(r for r in fleet_page.split("<tr>") if worker["consumer"] in r)
             assert f"1 on <span class=\"mono\">{key.label}</span>" in worker_row
             session_page = (await browser.get(f"/ui/sessions/{sid}")).text
