@@ -224,8 +224,10 @@ else
   redis.call('ZADD', queue_key, next_pass, chosen.session)
 end
 redis.call('HSET', passes_key, chosen.session, tostring(next_pass))
-if redis.call('HLEN', passes_key) > 4096 then
-  -- Passes at or below the virtual time say nothing a newcomer's would not.
+local granted_count = redis.call('HINCRBY', state_key, 'granted', 1)
+if granted_count % 512 == 0 and redis.call('HLEN', passes_key) > 4096 then
+  -- Passes at or below the virtual time say nothing a newcomer's would not (looked at
+  -- once in 512 grants: the hash may hold thousands of sessions served lately).
   local all = redis.call('HGETALL', passes_key)
   for i = 1, #all, 2 do
     if tonumber(all[i + 1]) <= vt then redis.call('HDEL', passes_key, all[i]) end
@@ -236,7 +238,6 @@ if here_total > 1 then
 else
   redis.call('HDEL', waiting_key, process)
 end
-redis.call('HINCRBY', state_key, 'granted', 1)
 redis.call('ZADD', leases_key, now + lease_ttl, chosen.lease)
 redis.call('PEXPIRE', state_key, DAY_MS)
 redis.call('PEXPIRE', leases_key, DAY_MS)
