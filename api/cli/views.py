@@ -53,10 +53,10 @@ def status(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
         value = getattr(doc, key)
         if value not in (None, ""):
             table.add_row(f"[bold]{key}[/bold]", escape(str(value)))
-    for w in doc.waiting_for_capacity:  # running, not stuck: its model request waits
-        table.add_row("[bold]waiting_for_capacity[/bold]",
-                      escape(f"{w.step}: {w.key} ({w.reason}) since {w.since}"))
     print_table(table)
+    for w in doc.waiting_for_capacity:  # running, not stuck: its model request waits
+        out.print(f"waiting_for_capacity: {w.step}: {w.key} ({w.reason}) since {w.since}",
+                  markup=False, highlight=False, soft_wrap=True)
     out.print()
     print_table(usage_table(doc.token_usage, results))
     out.print_json(data=doc.pattern_state)
