@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,24 +20,16 @@ from redis import Redis
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
+from bench.redis_server import free_port
+
 HOST = "127.0.0.1"
 SLOTS = 16384
 
 
 def cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too (never 6379)."""
-    while True:
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            port = int(s.getsockname()[1])
-        if port == 6379 or port + 10000 > 65535:
-            continue
-        try:
-            with socket.socket() as bus:
-                bus.bind((HOST, port + 10000))
-        except OSError:
-            continue
-        return port
+    """A free port whose cluster bus port (port + 10000) is free too (never 6379; one of
+    this process's own ports: bench/redis_server.py)."""
+    return free_port(bus=True)
 
 
 def shard_slot(shard: int) -> int:

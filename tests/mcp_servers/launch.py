@@ -12,15 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench.redis_server import free_port
+
 HERE = Path(__file__).resolve().parent
 STDIO_SERVER = HERE / "stdio_server.py"
 HTTP_SERVER = HERE / "http_server.py"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_http_server(port: int | None = None, *, counter_file: Path | None = None,
