@@ -1,26 +1,69 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from fastapi import FastAPI
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
 # Tests keep `durable run` in memory unless they test the local store (their own
 # DURABLE_HOME, tests/integration/test_local_store.py): never a server in the real home.
 os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 
-from fleet import Fleet
-from helpers import RedisServer, StepBreakpoints, random_prefix, start_redis
+from helpers import RedisServer, StepBreakpoints, quick_settings, random_prefix, start_redis
+from helpers.fleet import Fleet
 
 from strands_durable.provider_policy import current_provider_policy, host_setting
 from strands_durable.settings import DurableSettings, current_tool_policy
 from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
+
+TESTS = Path(__file__).resolve().parent
+# What a test needs, by its folder (docs/testing.md): the marker every test of the folder
+# gets. `slow` marks the folders that start fleets, clusters, browsers or deploy tools.
+FOLDER_MARKERS = {"unit": "unit", "api": "api", "attack": "attack", "integration": "integration",
+                  "uvloop": "integration", "e2e": "e2e", "chaos": "chaos", "cluster": "cluster",
+                  "browser": "browser", "deploy": "deploy"}
+SLOW_FOLDERS = {"e2e", "chaos", "cluster", "browser", "deploy"}
+# Modules of the other folders that are slow as a whole (they start `durable` or `arq`
+# processes, real servers or long drills; each over ~15 s on 2 cores): not in the fast
+# lane (`tests/run.sh --fast`). A new module of that kind belongs here.
+SLOW_MODULES = {
+    "api/test_http_provider_hosts.py", "api/test_http_render_stage.py",
+    "api/test_openapi_fuzz.py",
+    "attack/test_amplification.py", "attack/test_dos.py", "attack/test_idempotency_conflict.py",
+    "attack/test_key_confusion.py", "attack/test_provider_host_attacks.py",
+    "attack/test_redis_connect.py", "attack/test_redis_outage.py",
+    "attack/test_redis_tls_acl.py", "attack/test_redteam.py", "attack/test_run_isolation.py",
+    "integration/test_adaptive_slots.py", "integration/test_capacity.py",
+    "integration/test_capacity_fair_share.py", "integration/test_cli_output.py",
+    "integration/test_gemini_http.py", "integration/test_local_store.py",
+    "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",
+    "integration/test_noreplicas.py", "integration/test_run_out_dir.py",
+    "integration/test_sentinel.py",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs (its folder) and `slow` where it is; keep the tests
+    of a module that shares a module-scoped fixture of ours on one xdist worker, so that
+    the fixture (a reference run, a built venv, a cluster) is made once, not once per
+    worker."""
+    for item in items:
+        where = Path(item.path).resolve().relative_to(TESTS)
+        folder = where.parts[0] if len(where.parts) > 1 else ""
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])
+        if folder in SLOW_FOLDERS or where.as_posix() in SLOW_MODULES:
+            item.add_marker("slow")
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else []
+        if any(d[-1].scope == "module" and d[-1].baseid.startswith("tests") for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session")
@@ -37,9 +80,24 @@ def prefix() -> str:
 
 @pytest.fixture
 def settings(redis_server: RedisServer, prefix: str, tmp_path: Path) -> DurableSettings:
-    return DurableSettings(redis_url=redis_server.url, key_prefix=prefix, claim_idle_ms=1000,
-                           read_block_ms=100, timer_poll_ms=50, heartbeat_s=0.5,
-                           breakpoint_dir=str(tmp_path / "breakpoints"))
+    return quick_settings(redis_server.url, prefix, tmp_path)
+
+
+@pytest.fixture
+def app(settings: DurableSettings) -> FastAPI:
+    """`durable api`'s app on `settings` (tests/api, tests/attack)."""
+    from helpers.api import make_app
+
+    return make_app(settings)
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on `app` through its ASGI interface."""
+    from helpers.api import asgi_client
+
+    async with asgi_client(app) as c:
+        yield c
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix, status_doc, wait_for
+from helpers.fleet import Fleet
 from pattern_specs import PatternCase
 
 from strands_durable.models import SessionStatus

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from apihelp import TOKEN, asgi_client, error_of, make_app
 from fastapi import FastAPI
+from helpers.api import TOKEN, asgi_client, error_of, make_app
 
 from strands_durable.api.auth import token_matches
 from strands_durable.settings import DurableSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from apihelp import HITL, chain_spec, error_of, submit, wait_status
 from helpers import StepBreakpoints, wait_for
+from helpers.api import HITL, chain_spec, error_of, submit, wait_status
 
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from apihelp import (
+from fastapi import FastAPI
+from helpers import StepBreakpoints, start_redis
+from helpers.api import (
     HITL,
     Frame,
     asgi_client,
@@ -20,8 +22,6 @@ from apihelp import (
     uvicorn_server,
     wait_status,
 )
-from fastapi import FastAPI
-from helpers import StepBreakpoints, start_redis
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from apihelp import chain_spec, error_of, submit, wait_status
-from fake_ollama import FakeOllama, fake_ollama
+from helpers.api import chain_spec, error_of, submit, wait_status
+from helpers.fake_ollama import FakeOllama, fake_ollama
 
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer

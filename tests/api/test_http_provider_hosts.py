@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fleet import durable_bin
 from helpers import REPO, send_json, serve_http, wait_for
+from helpers.fleet import durable_bin
 
 from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import current_provider_policy, host_setting
@@ -185,7 +185,7 @@ async def test_a_host_listed_later_is_honoured_by_the_api_at_once(
         allow_provider_host: Callable[[str, str], None]) -> None:
     """The API's render process reads the policy the API has now, not the one it read
     first (one render process: the same one answers both)."""
-    from apihelp import asgi_client, make_app
+    from helpers.api import asgi_client, make_app
 
     body = {"spec": SPEC.format(provider="openai", host=listener.url())}
     async with asgi_client(make_app(settings, api_render_workers=1)) as client:

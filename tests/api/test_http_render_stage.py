@@ -12,9 +12,9 @@ import signal
 
 import httpx
 import pytest
-from apihelp import asgi_client, chain_spec, error_of, make_app, submit, wait_status
 from fastapi import FastAPI
 from helpers import wait_for
+from helpers.api import asgi_client, chain_spec, error_of, make_app, submit, wait_status
 
 from strands_durable.api.render_stage import RenderStage
 from strands_durable.settings import DurableSettings

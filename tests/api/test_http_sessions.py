@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from apihelp import chain_spec, error_of, submit, wait_status
 from fastapi import FastAPI
+from helpers.api import chain_spec, error_of, submit, wait_status
 
 from strands_durable.sessions.control import cancel
 from strands_durable.store.store import Store

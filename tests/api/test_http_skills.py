@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from apihelp import error_of
+from helpers.api import error_of
 
 from strands_durable.store.store import Store
 

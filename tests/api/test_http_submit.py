@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 import yaml
-from apihelp import HITL, chain_spec, error_of, submit, wait_status
+from helpers.api import HITL, chain_spec, error_of, submit, wait_status
 
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer

@@ -7,9 +7,9 @@ import json
 
 import httpx
 import pytest
-from apihelp import asgi_client, chain_spec, error_of, make_app
 from fastapi import FastAPI
 from helpers import free_port, start_redis, wait_for
+from helpers.api import asgi_client, chain_spec, error_of, make_app
 from prometheus_client.parser import text_string_to_metric_families
 
 from strands_durable.models import now_ms

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from apihelp import make_app
+from helpers.api import make_app
 
 from strands_durable.api.errors import ApiError, domain_error, validation_message
 from strands_durable.api.listing import (

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import schemathesis
-from apihelp import api_process
 from helpers import RedisServer, random_prefix
+from helpers.api import api_process
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -53,6 +53,8 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
           derandomize=DERANDOMIZE, suppress_health_check=list(HealthCheck))
 def test_no_server_errors(case: Any) -> None:
+    # The timeout is a bound, not a latency check: on a loaded 2-core machine (the suite
+    # in parallel) one POST /v1/sessions took over 10 s.
     case.call_and_validate(checks=[not_a_server_error, status_code_conformance,
                                    content_type_conformance, response_schema_conformance],
-                           timeout=10)
+                           timeout=60)

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 import redis
-from apihelp import asgi_client, make_app
-from conftest import cli_env
-from fleet import durable_bin
 from helpers import REPO, RedisServer, start_redis
+from helpers.api import asgi_client, make_app
+from helpers.attack import cli_env
+from helpers.fleet import durable_bin
 
 from strands_durable.errors import SpecError, TemplateError
 from strands_durable.sessions.start import new_session

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from apihelp import api_process
-from conftest import cli_env
-from fleet import Fleet
 from helpers import RedisServer, wait_for_sync
+from helpers.api import api_process
+from helpers.attack import cli_env
+from helpers.fleet import Fleet
 
 # Heavy for the CPU, tiny on the wire: 9**(9**7) is 8-20 s of bignum arithmetic, and
 # three nested loops over a 1,000-character input are 10^8 to 10^9 iterations.

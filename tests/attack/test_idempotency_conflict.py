@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from apihelp import chain_spec, error_of
-from conftest import snapshot
-from fleet import durable_bin
 from helpers import REPO, RedisServer
+from helpers.api import chain_spec, error_of
+from helpers.attack import snapshot
+from helpers.fleet import durable_bin
 
 from strands_durable.store.store import Store
 

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from apihelp import chain_spec, error_of
-from conftest import snapshot
-from fleet import durable_bin
 from helpers import REPO, RedisServer, wait_for
+from helpers.api import chain_spec, error_of
+from helpers.attack import snapshot
+from helpers.fleet import durable_bin
 
 from strands_durable.errors import DurableError
 from strands_durable.sessions.start import start_session

@@ -27,8 +27,8 @@ from typing import Any
 
 import httpx
 import pytest
-from fleet import durable_bin
 from helpers import REPO, wait_for
+from helpers.fleet import durable_bin
 from pydantic import ValidationError
 
 from strands_durable.errors import ProviderError, SpecError

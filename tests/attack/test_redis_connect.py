@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from fleet import Fleet
 from helpers import RedisServer, free_port, random_prefix
+from helpers.fleet import Fleet
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from fleet import Fleet, durable_bin
 from helpers import REPO, RedisServer, free_port, random_prefix, start_redis, wait_for
+from helpers.fleet import Fleet, durable_bin
 
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.start import start_session

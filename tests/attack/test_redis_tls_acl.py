@@ -21,8 +21,8 @@ from urllib.parse import quote
 
 import pytest
 import redis
-from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, free_port, random_prefix, wait_for_sync
+from helpers.fleet import Fleet, durable_bin
 
 pytestmark = pytest.mark.e2e
 

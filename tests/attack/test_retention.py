@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from apihelp import TOKEN, asgi_client, chain_spec, make_app
-from fleet import durable_bin
 from helpers import REPO, RedisServer, StepBreakpoints, free_port, wait_for, wait_for_sync
+from helpers.api import TOKEN, asgi_client, chain_spec, make_app
+from helpers.fleet import durable_bin
 
 from strands_durable import metrics
 from strands_durable.models import Event, now_ms

@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from apihelp import chain_spec
-from fleet import Fleet, durable_bin
 from helpers import REPO, wait_for
+from helpers.api import chain_spec
+from helpers.fleet import Fleet, durable_bin
 
 from strands_durable.models import StepJob, now_ms
 from strands_durable.sessions.start import start_session

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apihelp import asgi_client, make_app, submit, wait_status
-from conftest import CANARY, cli_env
-from fleet import durable_bin
 from helpers import REPO
+from helpers.api import asgi_client, make_app, submit, wait_status
+from helpers.attack import CANARY, cli_env
+from helpers.fleet import durable_bin
 
 from strands_durable.errors import SpecError, TemplateError
 from strands_durable.sessions.start import new_session

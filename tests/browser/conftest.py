@@ -6,7 +6,6 @@ tmp dir and to tests/browser/artifacts/ (git-ignored)."""
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -14,14 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import RedisServer, random_prefix
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import make_app, uvicorn_server
-from consolehelp import TOKEN, Console
+from helpers import RedisServer, quick_settings, random_prefix
+from helpers.api import make_app, uvicorn_server
+from helpers.console import TOKEN, Console
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -36,12 +32,8 @@ def console_factory(redis_server: RedisServer, tmp_path: Path
                     ) -> Callable[..., AbstractAsyncContextManager[Console]]:
     @asynccontextmanager
     async def make(worker: bool = True, **updates: Any) -> AsyncIterator[Console]:
-        fields: dict[str, Any] = {
-            "redis_url": redis_server.url, "key_prefix": random_prefix(),
-            "claim_idle_ms": 1000, "read_block_ms": 100, "timer_poll_ms": 50,
-            "heartbeat_s": 0.5, "breakpoint_dir": str(tmp_path / "breakpoints"),
-            "api_token": TOKEN}
-        settings = DurableSettings(**{**fields, **updates})
+        settings = quick_settings(redis_server.url, random_prefix(), tmp_path,
+                                  **{"api_token": TOKEN, **updates})
         store = open_store(settings)
         await store.prepare()
         async with uvicorn_server(make_app(settings)) as url, httpx.AsyncClient(

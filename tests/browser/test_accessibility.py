@@ -4,17 +4,14 @@ screen reader gets (Playwright's ARIA snapshot) has the headings and named table
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from consolehelp import TOKEN, Console, sign_in
+from helpers.api import HITL, wait_status
+from helpers.console import TOKEN, Console, sign_in
 from playwright.async_api import Page, expect
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import HITL, wait_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 

@@ -7,19 +7,16 @@ port) on a private redis-server with a real worker. Every wait is on a condition
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from consolehelp import TOKEN, Console, sign_in
 from helpers import REPO, StepBreakpoints, wait_for
+from helpers.api import HITL, chain_spec, wait_status
+from helpers.console import TOKEN, Console, sign_in
 from playwright.async_api import Page, expect
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import HITL, chain_spec, wait_status
 
 from strands_durable.store.keys import CONSUMER_GROUP
 

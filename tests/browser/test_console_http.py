@@ -5,18 +5,14 @@ loading nothing from another host. No browser needed here."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
-from consolehelp import TOKEN
-from helpers import REPO
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import asgi_client, chain_spec, make_app, submit, wait_status
 from fastapi import FastAPI
+from helpers import REPO
+from helpers.api import asgi_client, chain_spec, make_app, submit, wait_status
+from helpers.console import TOKEN
 
 from strands_durable.api.console import auth
 from strands_durable.settings import DurableSettings

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from consolehelp import TOKEN, Console, sign_in
+from helpers.console import TOKEN, Console, sign_in
 from playwright.async_api import Page, Route, expect
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

@@ -10,8 +10,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fleet import Fleet, durable_bin
 from helpers import REPO, poll_until, status_doc, wait_for
+from helpers.fleet import Fleet, durable_bin
 from recovery import FAST
 from redis.exceptions import RedisError
 from redis_cluster import LocalCluster

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from cluster_drills import DRILL, Drill, open_cluster_store
-from fleet import Fleet
+from helpers.fleet import Fleet
 from redis_cluster import LocalCluster, start_cluster
 
 

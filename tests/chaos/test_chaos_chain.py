@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
 from helpers import status_doc
+from helpers.fleet import Fleet
 from recovery import kill_every_second, start_fleet
 
 from strands_durable.sessions.start import start_session

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
 from helpers import RedisServer
+from helpers.fleet import Fleet
 from pattern_specs import CASES
 from recovery import FAST, kill_every_second, outcome, reference_run, start_fleet
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix, wait_for
+from helpers.fleet import Fleet
 from recovery import FAST, ended, settings_for
 
 from strands_durable.sessions.start import start_session

@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix
+from helpers.fleet import Fleet
 from pattern_specs import CASES, PatternCase
 from recovery import DELAY_S, FAST, Outcome, ended, outcome, reference_run, settings_for
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import Fleet
 from helpers import RedisServer, poll_until, random_prefix
+from helpers.fleet import Fleet
 from recovery import FAST, ended, settings_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 

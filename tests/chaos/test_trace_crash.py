@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet import Fleet
 from helpers import EXAMPLES, poll_until, wait_for
+from helpers.fleet import Fleet
 from otlp_receiver import OtlpReceiver, operator_receiver
 from recovery import FAST, ended
 

@@ -6,21 +6,18 @@ keys on the primary of their shard's slot, and the API lists them all."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from fleet import Fleet, durable_bin
 from helpers import REPO, wait_for_sync
+from helpers.api import api_process
+from helpers.fleet import Fleet, durable_bin
 from redis_cluster import LocalCluster
 
 from strands_durable.store.keys import Keys
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import api_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fleet import arq_bin, durable_bin
 from helpers import REPO, free_port
+from helpers.fleet import arq_bin, durable_bin
 from redis_cluster import LocalCluster
 
 from strands_durable.store.keys import Keys

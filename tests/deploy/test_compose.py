@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import REPO, free_port, random_prefix, start_redis, wait_for_sync
 from pydantic_settings import BaseSettings
 
 from strands_durable.settings import DurableSettings
-from tests.helpers import REPO, free_port, random_prefix, start_redis, wait_for_sync
 
 COMPOSE_FILE = REPO / "docker-compose.yml"
 ROLE_COMMANDS = {"api": ["durable", "api"], "scheduler": ["durable", "scheduler"],

@@ -22,13 +22,13 @@ import pytest
 import yaml
 from cloudcoil.models.keda import v1alpha1 as keda
 from cloudcoil.models.prometheus_operator import v1 as promop
+from helpers import REPO
 from pydantic import BaseModel
 from redis.connection import parse_url
 
 from strands_durable.redis_targets import SentinelTarget, parse_sentinel_url
 from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import CONSUMER_GROUP, Keys
-from tests.helpers import REPO
 
 CHART = REPO / "helm" / "strands-durable"
 KUBE_VERSIONS = ["1.25.0", kubernetes_validate.latest_version()]  # Chart.yaml: >=1.25

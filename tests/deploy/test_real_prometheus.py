@@ -24,8 +24,8 @@ import httpx
 import promql_parser
 import pytest
 import yaml
-from fleet import Fleet, durable_bin
 from helpers import REPO, free_port, poll_until, wait_for, wait_for_sync
+from helpers.fleet import Fleet, durable_bin
 
 from bench.limited_llm import limited_llm
 from strands_durable.models import SessionStatus

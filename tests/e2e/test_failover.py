@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, StepBreakpoints, wait_for
+from helpers.fleet import Fleet, durable_bin
 from recovery import all_ended, start_fleet
 
 from strands_durable.sessions.start import start_session

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
 from helpers import EXAMPLES, wait_for_sync
+from helpers.fleet import Fleet
 
 pytestmark = pytest.mark.e2e
 

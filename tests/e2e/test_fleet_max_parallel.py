@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fleet import Fleet
+from helpers.fleet import Fleet
 
 pytestmark = pytest.mark.e2e
 

@@ -5,18 +5,15 @@ server-sent events, pause, resume, answer a human-in-the-loop step, fetch the ar
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from fleet import Fleet
 from helpers import wait_for
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import Frame, api_process, frames
+from helpers.api import Frame, api_process, frames
+from helpers.fleet import Fleet
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fleet import Fleet
 from helpers import wait_for_sync
+from helpers.fleet import Fleet
 from tool_llm import ToolLLM, serve, stop
 
 pytestmark = pytest.mark.e2e

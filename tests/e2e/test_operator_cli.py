@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fake_ollama import FakeOllama, fake_ollama
-from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, wait_for_sync
+from helpers.fake_ollama import FakeOllama, fake_ollama
+from helpers.fleet import Fleet, durable_bin
 
 pytestmark = pytest.mark.e2e
 

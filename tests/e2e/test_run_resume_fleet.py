@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from fleet import Fleet
 from helpers import EXAMPLES, wait_for_sync
+from helpers.fleet import Fleet
 
 from strands_durable.worker.faults import CRASH_EXIT_CODE
 

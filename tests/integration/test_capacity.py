@@ -298,8 +298,8 @@ async def test_durable_capacity_lists_each_key_with_its_limits(
     import os
     import subprocess
 
-    from fleet import durable_bin
     from helpers import REPO
+    from helpers.fleet import durable_bin
 
     gate = CapacityGate(store, CapacityPolicy())
     lease, _ = await gate.acquire(KEY, 10, 0.0, None)

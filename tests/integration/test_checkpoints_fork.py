@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
-from fake_ollama import FakeOllama, fake_ollama
 from helpers import status_doc, wait_for
+from helpers.fake_ollama import FakeOllama, fake_ollama
 
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from fake_gemini import CANDIDATE_TOKENS, PROMPT_TOKENS, FakeGemini, fake_gemini, reply_for
-from fleet import durable_bin
 from helpers import FIXTURES, REPO, RedisServer, status_doc, wait_for
+from helpers.fleet import durable_bin
 
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.history import event_docs

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import RedisServer, start_redis, wait_for, wait_for_sync
+from helpers import RedisServer, quick_settings, start_redis, wait_for, wait_for_sync
+from helpers.api import asgi_client, chain_spec, error_of, make_app
 from integration.test_store import commit_request, deliver, new_session, started
 from redis import Redis as SyncRedis
 
@@ -34,9 +34,6 @@ from strands_durable.store.outage import (
 )
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from apihelp import asgi_client, chain_spec, error_of, make_app
 
 pytestmark = pytest.mark.integration
 
@@ -94,9 +91,7 @@ def pair() -> Iterator[Pair]:
 
 @pytest.fixture
 def pair_settings(pair: Pair, prefix: str, tmp_path: Path) -> DurableSettings:
-    return DurableSettings(redis_url=pair.primary.url, key_prefix=prefix, claim_idle_ms=1000,
-                           read_block_ms=100, timer_poll_ms=50, heartbeat_s=0.5,
-                           breakpoint_dir=str(tmp_path / "breakpoints"))
+    return quick_settings(pair.primary.url, prefix, tmp_path)
 
 
 class CountingOutage(RedisOutage):

@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
-from fake_ollama import FakeOllama, fake_ollama
 from helpers import StepBreakpoints, status_doc, wait_for
+from helpers.fake_ollama import FakeOllama, fake_ollama
 
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
 from strands_durable.models import Event, SessionStatus, StepJob
@@ -82,9 +82,10 @@ async def status_is(store: Store, sid: str, status: SessionStatus) -> bool:
 async def snapshot(store: Store) -> dict[str, object]:
     """Everything under the test's prefix, by key: equal snapshots, nothing written."""
     found: dict[str, object] = {}
+    live = {store.keys.workers(), *(store.keys.beats(k) for k in range(store.keys.shards))}
     async for key in store.redis.scan_iter(f"{store.keys.prefix}*"):
-        if ":lock:" in key or key == store.keys.workers():
-            continue  # operator locks' bookkeeping and live workers' heartbeats
+        if ":lock:" in key or key in live:
+            continue  # operator locks' bookkeeping and live workers' heartbeats and beats
         kind = await store.redis.type(key)
         if kind == "hash":
             found[key] = await store.redis.hgetall(key)

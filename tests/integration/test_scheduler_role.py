@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from fleet import durable_bin
 from helpers import (
     REPO,
     StepBreakpoints,
@@ -26,6 +25,7 @@ from helpers import (
     wait_for,
     wait_for_sync,
 )
+from helpers.fleet import durable_bin
 
 from strands_durable import metrics
 from strands_durable.models import Event, SessionStatus, StepJob, now_iso, now_ms

@@ -11,6 +11,16 @@ from pathlib import Path
 
 import pytest
 from arq.connections import create_pool
+from helpers import (
+    EXAMPLES,
+    RedisServer,
+    free_port,
+    poll_until,
+    random_prefix,
+    start_redis,
+    wait_for,
+)
+from helpers.fleet import Fleet
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError, TimeoutError
@@ -22,16 +32,6 @@ from strands_durable.spec.loader import load_spec_file
 from strands_durable.store.connect import open_store
 from strands_durable.store.redis_url import arq_redis_settings, sync_redis_client
 from strands_durable.store.store import Store
-from tests.e2e.fleet import Fleet
-from tests.helpers import (
-    EXAMPLES,
-    RedisServer,
-    free_port,
-    poll_until,
-    random_prefix,
-    start_redis,
-    wait_for,
-)
 from tests.integration.test_store import new_session
 
 pytestmark = pytest.mark.integration

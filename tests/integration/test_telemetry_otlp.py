@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from fleet import Fleet, durable_bin
 from helpers import EXAMPLES, REPO, poll_until, wait_for
+from helpers.fleet import Fleet, durable_bin
 from otlp_receiver import (
     OTEL_VARIABLES,
     OtlpReceiver,

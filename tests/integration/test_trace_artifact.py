@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fleet import durable_bin
 from helpers import EXAMPLES, FIXTURES, REPO
+from helpers.fleet import durable_bin
 from otlp_receiver import (
     OTEL_VARIABLES,
     OtlpReceiver,

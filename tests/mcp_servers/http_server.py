@@ -4,12 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-# Run as a script, this directory is on sys.path already; imported, it may not be.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+# Run as a script (never imported): this directory is sys.path[0].
 from stdio_server import build_server
 
 

@@ -12,12 +12,11 @@ import tomllib
 from importlib import metadata
 
 import pytest
+from helpers import REPO
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from tests.helpers import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 LOCK = REPO / "requirements" / "constraints.txt"

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI
-from fleet import durable_bin
-from helpers import REPO, free_port, wait_for, wait_for_sync
 
+from helpers import REPO, free_port, wait_for, wait_for_sync
+from helpers.fleet import durable_bin
 from strands_durable.api.app import create_app
 from strands_durable.settings import DurableSettings
 

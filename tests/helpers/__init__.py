@@ -18,17 +18,29 @@ from typing import Any, TypeVar
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
 from strands_durable.sessions.status import session_status
+from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 from strands_durable.worker.faults import HITS_SUFFIX, breakpoint_name
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 T = TypeVar("T")
 
 
 def random_prefix() -> str:
     return f"t{secrets.token_hex(4)}"
+
+
+def quick_settings(redis_url: str, prefix: str, tmp_path: Path, **updates: Any
+                   ) -> DurableSettings:
+    """The suite's settings: quick claims, reads, timers and heartbeats, breakpoints under
+    `tmp_path` (what the `settings` fixture hands out, on any Redis)."""
+    fields: dict[str, Any] = {
+        "redis_url": redis_url, "key_prefix": prefix, "claim_idle_ms": 1000,
+        "read_block_ms": 100, "timer_poll_ms": 50, "heartbeat_s": 0.5,
+        "breakpoint_dir": str(tmp_path / "breakpoints")}
+    return DurableSettings(**{**fields, **updates})
 
 
 async def poll_until(check: Callable[[], Awaitable[T]], timeout_s: float,

@@ -1,0 +1,30 @@
+"""What the attack tests share (tests/attack): a canary provider key, the environment of
+a `durable` process holding it, and a snapshot of everything a prefix holds in Redis."""
+
+from __future__ import annotations
+
+import os
+
+from strands_durable.store.store import Store
+
+CANARY = "sk-canary-7f3a9c"
+
+
+async def snapshot(store: Store) -> dict[str, bytes]:
+    """Every key under the store's prefix with its serialized value (DUMP), so that two
+    snapshots are equal only when nothing was written, deleted or expired."""
+    found: dict[str, bytes] = {}
+    live = {store.keys.workers(), *(store.keys.beats(k) for k in range(store.keys.shards))}
+    async for key in store.redis.scan_iter(f"{store.keys.prefix}:*"):
+        if key in live:
+            continue  # heartbeats and beats of a live consumer change by themselves
+        found[key] = await store.redis.dump(key)
+    return found
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a `durable` process: no Redis unless given, the canary set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLE_")}
+    env.update({"OPENAI_API_KEY": CANARY, "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
