@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: installs what it needs, then pytest.
+# Run the whole test suite on a fresh machine: installs what it needs, then pytest in
+# parallel (pytest-xdist; docs/testing.md).
+#
+#   bash tests/run.sh               the whole suite
+#   bash tests/run.sh --fast        the fast lane: the tests not marked slow (~80 s)
+#   bash tests/run.sh ARGS...       pytest's own arguments too (a path, -k, -m, -n 0, -x)
+#
 # Unit tests need nothing; integration, end-to-end and chaos tests start their own
-# redis-server on a free port (never the one on 6379) and their own `arq worker`s.
-# Python packages go into a virtualenv (./.venv, or the active one) through install.sh,
-# with the locked versions of requirements/constraints.txt.
+# redis-server on a free port (never the one on 6379; each xdist worker has its own
+# ports) and their own `arq worker`s. DURABLE_TEST_WORKERS sets the number of pytest
+# processes (default 6, 4 for --fast: the tests mostly wait on processes and Redis, so
+# more of them than cores pays). Python packages go into a virtualenv (./.venv, or the
+# active one) through install.sh, with the locked versions of requirements/constraints.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,4 +44,15 @@ fi
 bash install.sh --dev
 venv="${VIRTUAL_ENV:-${DURABLE_VENV:-.venv}}"
 export PATH="$(cd "$venv" && pwd)/bin:$PATH"
-exec python -m pytest -q "$@"
+workers="${DURABLE_TEST_WORKERS:-6}"
+lane=()
+if [ "${1:-}" = "--fast" ]; then
+  # The fast lane: the tests not marked slow, of the folders that hold any (the others
+  # are slow as a whole: not even imported); fewer processes, as each one collects.
+  shift
+  workers="${DURABLE_TEST_WORKERS:-4}"
+  lane=(-m "not slow" tests/unit tests/uvloop tests/api tests/attack tests/integration)
+fi
+# --dist loadgroup: one test at a time to whichever process is free, except the tests of a
+# module sharing a module-scoped fixture (tests/conftest.py groups them), kept together.
+exec python -m pytest -q -n "$workers" --dist loadgroup "${lane[@]}" "$@"
