@@ -54,7 +54,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the fixture (a reference run, a built venv, a cluster) is made once, not once per
     worker."""
     for item in items:
-        where = Path(item.path).resolve().relative_to(TESTS)
+        path = Path(item.path).resolve()
+        where = path.relative_to(TESTS) if path.is_relative_to(TESTS) else Path(path.name)
         folder = where.parts[0] if len(where.parts) > 1 else ""
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
