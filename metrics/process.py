@@ -125,10 +125,10 @@ agent_label = CappedLabels(MAX_AGENT_LABELS)
 
 
 # -- observation points (one call per site in the worker and scheduler) --------------
-def commit_timed(seconds: float, verdict: str, bytes_written: int) -> None:
-    """A step's commit came back after `seconds` (the worker times it: metrics never
-    stand on the commit path); a checkpoint that was written is also measured."""
-    COMMIT_SECONDS.observe(seconds)
+def commit_timed(started: float, verdict: str, bytes_written: int) -> None:
+    """A step's commit, sent at `started` (time.perf_counter), came back (the worker
+    times it: metrics never stand on the commit path); a written checkpoint is measured."""
+    COMMIT_SECONDS.observe(time.perf_counter() - started)
     if verdict == "ok":
         CHECKPOINT_BYTES.observe(bytes_written)
 

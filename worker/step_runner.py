@@ -284,8 +284,7 @@ class StepRunner:
             take = self.take_next(shard) if entry_id else 0
             started = time.perf_counter()
             outcome = await self.store.commit(request, take)
-            metrics.commit_timed(time.perf_counter() - started, outcome.verdict,
-                                 outcome.bytes_written)
+            metrics.commit_timed(started, outcome.verdict, outcome.bytes_written)
             if outcome.verdict != "conflict":
                 metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
