@@ -1,5 +1,4 @@
-"""The life of one delivered step: gate, execute (lease renewed), plan (lease renewed),
-commit.
+"""One delivered step's life: gate, execute (lease renewed), plan (lease renewed), commit.
 
 Planning runs before the commit so its output is part of the same transaction; a
 commit that lost a race with another commit of the same session is planned again
