@@ -427,7 +427,7 @@ async def test_proxy_variables_do_not_route_a_keyless_request_around_the_guard(
 
 
 # Known, not fixed yet: keyed providers' SDKs follow a redirect from an allowed host to any
-# other (README: Where a spec's model requests may go); botocore does not.
+# other (docs/spec-format.md: Where a spec's model requests may go); botocore does not.
 REDIRECT_HOLE = pytest.mark.xfail(strict=True, reason="keyed SDKs follow redirects")
 
 
