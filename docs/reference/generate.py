@@ -281,12 +281,12 @@ def api() -> str:
                 out.append("One of " + ", ".join(f"`{v}`" for v in schema["enum"]) + ".\n\n")
             properties = schema.get("properties", {})
             if properties:
-                required = set(schema.get("required", []))
+                needed = set(schema.get("required", []))
                 out.append("| field | type | required | description |\n|---|---|---|---|\n")
                 for field, spec in properties.items():
                     out.append(f"| `{field}` | {_cell(_schema_name(spec))} | "
-                               f"{'yes' if field in required else ''} | "
-                               f"{_cell(spec.get('description', spec.get('title', '')))} |\n")
+                               f"{'yes' if field in needed else ''} | "
+                               f"{_cell(spec.get('description', ''))} |\n")
                 out.append("\n")
     return "".join(out)
 
