@@ -154,6 +154,7 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     key_prefix: str = Field(default="durable", pattern=r"^[A-Za-z0-9_.:-]+$")
     shards: int = Field(default=1, ge=1, le=1024)
 
+    # Steps one worker takes at once (its slots), the ceiling adaptive concurrency works under.
     worker_concurrency: int = Field(default=8, ge=1)
     # Fewer steps at once while the worker's event loop is saturated (worker/slots.py).
     worker_adaptive_concurrency: bool = True
