@@ -163,6 +163,7 @@ class ChainPlanner:
 
 class ChainPattern(PatternDefinition[ChainConfig]):
     pattern_type = "chain"
+    parts_field = "steps"
     config_model = ChainConfig
     schema_def = "chainConfig"
     context_names = name_set("steps")

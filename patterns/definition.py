@@ -79,6 +79,9 @@ class PatternDefinition(Generic[ConfigT]):
     planner: Planner
     # A step budget the pattern has even when the spec sets none (None: unbounded).
     default_max_steps: int | None = None
+    # The config field `durable validate` counts as the pattern's parts (None: the
+    # pattern decides its parts as it runs: evaluator rounds, orchestrator plans).
+    parts_field: str | None = None
 
     @property
     def template_names(self) -> frozenset[str]:

@@ -320,6 +320,7 @@ class GraphPlanner:
 
 class GraphPattern(PatternDefinition[GraphConfig]):
     pattern_type = "graph"
+    parts_field = "nodes"
     config_model = GraphConfig
     schema_def = "graphConfig"
     context_names = name_set("nodes terminal_node total_steps iteration_counts iteration"

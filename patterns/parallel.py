@@ -249,6 +249,7 @@ class ParallelPlanner:
 
 class ParallelPattern(PatternDefinition[ParallelConfig]):
     pattern_type = "parallel"
+    parts_field = "branches"
     config_model = ParallelConfig
     schema_def = "parallelConfig"
     context_names = name_set("branches steps")

@@ -339,6 +339,7 @@ class RoutingPlanner:
 
 class RoutingPattern(PatternDefinition[RoutingConfig]):
     pattern_type = "routing"
+    parts_field = "routes"
     config_model = RoutingConfig
     schema_def = "routingConfig"
     context_names = name_set("router steps router_response chosen_route router_agent")

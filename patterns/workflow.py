@@ -342,6 +342,7 @@ def find_cycle(deps: Mapping[str, Sequence[str]]) -> list[str] | None:
 
 class WorkflowPattern(PatternDefinition[WorkflowConfig]):
     pattern_type = "workflow"
+    parts_field = "tasks"
     config_model = WorkflowConfig
     schema_def = "workflowConfig"
     context_names = name_set("tasks")

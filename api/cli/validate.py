@@ -23,18 +23,14 @@ from strands_durable.api.cli.common import (
     print_json,
     run_async,
 )
+from strands_durable.patterns import pattern_for
 from strands_durable.spec.loader import LoadedSpec
 from strands_durable.spec.provider_hosts import grant_hosts
-
-# The config field that lists a pattern's parts; the other patterns decide theirs as
-# they run (evaluator rounds, orchestrator plans).
-PARTS = {"chain": "steps", "workflow": "tasks", "parallel": "branches", "routing": "routes",
-         "graph": "nodes"}
 
 
 def shape(loaded: LoadedSpec) -> dict[str, Any]:
     spec = loaded.spec
-    field = PARTS.get(spec.pattern.type)
+    field = pattern_for(spec.pattern.type).parts_field
     parts = getattr(spec.pattern.config, field, None) if field else None
     return {"valid": True, "source": loaded.source, "name": spec.name,
             "pattern": spec.pattern.type, "agents": len(spec.agents),
