@@ -82,6 +82,9 @@ class PatternDefinition(Generic[ConfigT]):
     # The config field `durable validate` counts as the pattern's parts (None: the
     # pattern decides its parts as it runs: evaluator rounds, orchestrator plans).
     parts_field: str | None = None
+    # Whether a notes entry names the agent's configured tools (strands-cli's
+    # orchestrator gives none).
+    notes_name_tools: bool = True
 
     @property
     def template_names(self) -> frozenset[str]:

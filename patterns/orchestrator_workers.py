@@ -358,6 +358,7 @@ class OrchestratorWorkersPlanner:
 
 class OrchestratorWorkersPattern(PatternDefinition[OrchestratorWorkersConfig]):
     pattern_type = "orchestrator_workers"
+    notes_name_tools = False
     config_model = OrchestratorWorkersConfig
     schema_def = "orchestratorWorkersConfig"
     context_names = name_set("workers num_workers worker_count round_count tasks subtasks"

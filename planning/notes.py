@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from strands_durable.models import SessionStatus, StepJob, StepKind, StepResult
-from strands_durable.patterns import Decision
+from strands_durable.patterns import Decision, pattern_for
 from strands_durable.patterns.base import HITL_AGENT
 from strands_durable.planning.artifacts import artifact_name
 from strands_durable.settings import current_limits
@@ -93,8 +93,8 @@ def _entry(spec: Spec, notes: Notes, result: StepResult, step: int) -> str:
 
 
 def _tools(spec: Spec, agent: str) -> list[str] | None:
-    # strands-cli's hook names the agent's configured list; its orchestrator gives none.
-    if spec.pattern.type == "orchestrator_workers":
+    # strands-cli's hook names the agent's configured list where the pattern says so.
+    if not pattern_for(spec.pattern.type).notes_name_tools:
         return None
     return spec.agents[agent].tools or None
 

@@ -21,3 +21,8 @@ def test_parts_fields_are_those_validate_has_always_printed() -> None:
     assert fields == {"chain": "steps", "workflow": "tasks", "parallel": "branches",
                       "routing": "routes", "graph": "nodes", "evaluator_optimizer": None,
                       "orchestrator_workers": None}
+
+
+def test_notes_name_tools_except_for_the_orchestrator() -> None:
+    silent = {t for t, d in PATTERNS.items() if not d.notes_name_tools}
+    assert silent == {"orchestrator_workers"}
