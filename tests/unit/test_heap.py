@@ -22,7 +22,9 @@ def test_what_is_alive_at_startup_leaves_the_generations_and_garbage_is_collecte
     assert _tracked(alive)
     try:
         frozen = freeze_startup_heap()
-        assert frozen == gc.get_freeze_count() > 0
+        # Frozen objects leave the count only when freed, which another thread of this
+        # process (xdist's channel, a test's leftover thread) may do meanwhile.
+        assert 0 < gc.get_freeze_count() <= frozen
         assert not _tracked(alive)  # frozen: no generation holds it
         assert all(id(o) != cycle_id for o in gc.get_objects())
         made_after = [["made", "after"]]
