@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     HITL_AGENT,
     Decision,
@@ -26,6 +27,7 @@ from strands_durable.patterns.definition import (
     indexed,
     name_set,
 )
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.steps import AgentStep, PatternConfig, Step
 
 
@@ -171,6 +173,9 @@ class ChainPattern(PatternDefinition[ChainConfig]):
 
     def steps(self, config: ChainConfig) -> Iterator[StepSite]:
         return indexed("pattern.config.steps", config.steps)
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.chain(view)
 
 
 PATTERN = ChainPattern()

@@ -1,5 +1,5 @@
 """What one pattern type is, for the rest of the code: its config model, the checks of
-a spec that uses it, and its planner.
+a spec that uses it, its planner, and how the console draws its state.
 
 Each pattern module (chain.py, graph.py, ...) defines one `PatternDefinition` subclass
 and an instance of it named `PATTERN`; patterns/__init__.py registers it by
@@ -9,12 +9,13 @@ class: a new pattern is a new module and one registry line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from strands_durable.errors import SpecError
 from strands_durable.patterns.base import Planner
+from strands_durable.patterns.shapes import Shape, raw_shape
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig
 
 __all__ = [
@@ -118,6 +119,12 @@ class PatternDefinition(Generic[ConfigT]):
     def check(self, config: ConfigT, source: str) -> None:
         """References inside the config (ids, dependencies, edges), once every agent
         it names is known to exist; raises SpecError."""
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        """How the console draws a session's state view (`planner.view`): every
+        pattern draws its own with a drawer of patterns/shapes.py (a test holds each
+        registered pattern to one); this default shows the raw state."""
+        return raw_shape(self.pattern_type, view)
 
 
 def indexed(path: str, items: Iterable[StepLike]) -> Iterator[StepSite]:

@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     Decision,
     PlanContext,
@@ -72,6 +73,7 @@ from strands_durable.patterns.definition import (
     optional,
 )
 from strands_durable.patterns.json_reply import extract_json
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.steps import HitlGate, PatternConfig, SpecModel
 
 
@@ -384,6 +386,9 @@ class EvaluatorOptimizerPattern(PatternDefinition[EvaluatorOptimizerConfig]):
         if config.revise_prompt is not None:
             yield TemplateField("pattern.config.revise_prompt", config.revise_prompt)
         yield from super().template_fields(config)
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.evaluator_optimizer(view)
 
 
 PATTERN = EvaluatorOptimizerPattern()

@@ -50,6 +50,7 @@ from pydantic import Field, Tag
 
 from strands_durable.errors import SpecError, TemplateError
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     Decision,
     PlanContext,
@@ -64,6 +65,7 @@ from strands_durable.patterns.definition import (
     TemplateField,
     name_set,
 )
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.problems import hint
 from strands_durable.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.spec.templates import render_condition
@@ -354,6 +356,9 @@ class GraphPattern(PatternDefinition[GraphConfig]):
                 if node_id not in config.nodes:
                     raise SpecError(source, field, f"unknown node {node_id!r}"
                                     f"{hint(node_id, nodes)}; nodes: {', '.join(nodes)}")
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.graph(view)
 
 
 PATTERN = GraphPattern()

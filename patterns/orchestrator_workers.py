@@ -63,6 +63,7 @@ from dataclasses import replace
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     Decision,
     PlanContext,
@@ -93,6 +94,7 @@ from strands_durable.patterns.orchestrator_context import (
     synthesis_context,
     worker_key,
 )
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.steps import (
     AgentStep,
     HitlGate,
@@ -375,6 +377,9 @@ class OrchestratorWorkersPattern(PatternDefinition[OrchestratorWorkersConfig]):
     def own_agent_refs(self, config: OrchestratorWorkersConfig) -> Iterator[AgentRef]:
         yield "pattern.config.orchestrator.agent", config.orchestrator.agent
         yield "pattern.config.worker_template.agent", config.worker_template.agent
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.orchestrator_workers(view)
 
 
 PATTERN = OrchestratorWorkersPattern()

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     Decision,
     PlanContext,
@@ -43,6 +44,7 @@ from strands_durable.patterns.definition import (
     name_set,
     optional,
 )
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 
@@ -263,6 +265,9 @@ class ParallelPattern(PatternDefinition[ParallelConfig]):
     def check(self, config: ParallelConfig, source: str) -> None:
         check_unique([b.id for b in config.branches], "pattern.config.branches", "branch",
                      source)
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.parallel(view)
 
 
 PATTERN = ParallelPattern()

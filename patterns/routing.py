@@ -47,6 +47,7 @@ from pydantic import Field
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
     Decision,
     PlanContext,
@@ -65,6 +66,7 @@ from strands_durable.patterns.definition import (
     optional,
 )
 from strands_durable.patterns.json_reply import extract_json
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 
@@ -362,6 +364,9 @@ class RoutingPattern(PatternDefinition[RoutingConfig]):
     def check(self, config: RoutingConfig, source: str) -> None:
         if not config.routes:
             raise SpecError(source, "pattern.config.routes", "needs at least one route")
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.routing(view)
 
 
 PATTERN = RoutingPattern()

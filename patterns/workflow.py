@@ -40,6 +40,7 @@ from pydantic import Field, Tag
 
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
+from strands_durable.patterns import shapes
 from strands_durable.patterns.base import Decision, PlanContext, agent_job, hitl_job
 from strands_durable.patterns.definition import (
     PatternDefinition,
@@ -48,6 +49,7 @@ from strands_durable.patterns.definition import (
     indexed,
     name_set,
 )
+from strands_durable.patterns.shapes import Shape
 from strands_durable.spec.problems import hint
 from strands_durable.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.spec.templates import ENV
@@ -364,6 +366,9 @@ class WorkflowPattern(PatternDefinition[WorkflowConfig]):
         cycle = find_cycle({task.id: task.deps for task in config.tasks})
         if cycle:
             raise SpecError(source, path, f"dependency cycle: {' -> '.join(cycle)}")
+
+    def shape(self, view: Mapping[str, Any]) -> Shape:
+        return shapes.workflow(view)
 
 
 PATTERN = WorkflowPattern()
