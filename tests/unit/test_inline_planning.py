@@ -18,7 +18,9 @@ CONTEXT = {"text": "x" * 200_000, "topic": "AI"}
 
 
 def test_a_quick_render_on_the_loop_is_an_ordinary_render() -> None:
-    with on_the_loop(LOOP_BUDGET_S):
+    # The budget is wall time: a loaded machine (the suite runs in parallel) can spend the
+    # real few milliseconds before the render starts, so a budget it cannot miss here.
+    with on_the_loop(10.0):
         assert render("About {{ topic | upper }}", CONTEXT, "input") == "About AI"
 
 
