@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,24 +50,24 @@ pattern: {{type: chain, config: {{steps: [{steps}]}}}}
 """
 
 
-async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir: Path
-                    ) -> dict[str, Any]:
-    from strands_durable.models import SessionStatus
+@contextlib.asynccontextmanager
+async def _fleet(args: argparse.Namespace, redis_url: str, logdir: Path, prefix: str,
+                 name: str, limits: bool | None) -> AsyncIterator[tuple[Any, Procs, Any]]:
+    """The limited server, a store on `prefix` and `args.workers` workers calling it.
+    limits: None turns fleet capacity off, False leaves the limit to be learned, True
+    declares the server's limit."""
     from strands_durable.provider_policy import current_provider_policy
-    from strands_durable.sessions.start import start_session
     from strands_durable.settings import DurableSettings
-    from strands_durable.spec.loader import load_spec_text
     from strands_durable.store.connect import open_store
 
-    prefix = f"cap{mode}{os.getpid()}"
     with limited_llm(per_second=args.per_second, at_once=args.at_once,
                      delay_s=args.delay_s) as server:
         env = clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
                         DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(args.concurrency),
                         DURABLE_OPENAI_HOSTS=server.url(), OPENAI_API_KEY="bench")
-        if mode == "off":
+        if limits is None:
             env["DURABLE_CAPACITY_ENABLED"] = "false"
-        if mode == "declared":
+        elif limits:
             env["DURABLE_CAPACITY_LIMITS"] = json.dumps([{
                 "provider": "openai", "model": "gpt-limited", "rpm": args.per_second * 60,
                 "in_flight": args.at_once}])
@@ -76,7 +78,23 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
         await store.prepare()
         try:
             for _ in range(args.workers):
-                procs.start(f"{mode}-worker", ["strands_durable.worker.WorkerSettings"], env)
+                procs.start(f"{name}-worker", ["strands_durable.worker.WorkerSettings"], env)
+            yield server, procs, store
+        finally:
+            procs.stop()
+            await store.close()
+
+
+async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir: Path
+                    ) -> dict[str, Any]:
+    from strands_durable.models import SessionStatus
+    from strands_durable.sessions.start import start_session
+    from strands_durable.spec.loader import load_spec_text
+
+    limits = None if mode == "off" else mode == "declared"
+    async with _fleet(args, redis_url, logdir, f"cap{mode}{os.getpid()}", mode,
+                      limits) as (server, procs, store):
+        try:
             steps = ", ".join(f'{{agent: a, input: "step {i} of {{{{ n }}}}"}}'
                               for i in range(args.steps))
             started = time.monotonic()
@@ -97,7 +115,6 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
             elapsed = time.monotonic() - started
         finally:
             procs.stop()
-            await store.close()
         total = server.accepted + server.throttled
         times = sorted(server.accepted_at)
         per_second = [sum(1 for t in times if times[0] + i <= t < times[0] + i + 1)
@@ -133,52 +150,31 @@ async def _chains_p95(args: argparse.Namespace, redis_url: str, logdir: Path, bi
     """The chains' p95 completion time (s from their submit), with or without the big
     session submitted first."""
     from strands_durable.models import SessionStatus
-    from strands_durable.provider_policy import current_provider_policy
     from strands_durable.sessions.start import start_session
-    from strands_durable.settings import DurableSettings
     from strands_durable.spec.loader import load_spec_text
-    from strands_durable.store.connect import open_store
 
-    prefix = f"capfair{int(big)}{os.getpid()}"
-    with limited_llm(per_second=args.per_second, at_once=args.at_once,
-                     delay_s=args.delay_s) as server:
-        env = clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
-                        DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(args.concurrency),
-                        DURABLE_OPENAI_HOSTS=server.url(), OPENAI_API_KEY="bench",
-                        DURABLE_CAPACITY_LIMITS=json.dumps([{
-                            "provider": "openai", "model": "gpt-limited",
-                            "rpm": args.per_second * 60, "in_flight": args.at_once}]))
-        os.environ["DURABLE_OPENAI_HOSTS"] = server.url()
-        current_provider_policy.cache_clear()
-        procs = Procs(logdir)
-        store = open_store(DurableSettings(redis_url=redis_url, key_prefix=prefix))
-        await store.prepare()
-        try:
-            for _ in range(args.workers):
-                procs.start("fair-worker", ["strands_durable.worker.WorkerSettings"], env)
-            host = server.url("/v1")
-            if big:
-                branches = ", ".join(f'{{id: b{i}, steps: [{{agent: a, input: "b{i}"}}]}}'
-                                     for i in range(args.branches))
-                await start_session(store, load_spec_text(
-                    BIG.format(host=host, n=args.branches, branches=branches), "big.yaml"))
-            steps = ", ".join(f'{{agent: a, input: "step {i}"}}' for i in range(args.steps))
-            started = time.monotonic()
-            ids = [(await start_session(store, load_spec_text(
-                SPEC.format(n=n, host=host, steps=steps), f"c{n}.yaml")))[0]
-                for n in range(args.sessions)]
-            done: dict[str, float] = {}
-            while len(done) < len(ids) and time.monotonic() < started + args.timeout_s:
-                for sid in ids:
-                    if sid not in done and (await store.get_session(sid)).status \
-                            != SessionStatus.RUNNING:
-                        done[sid] = time.monotonic() - started
-                if procs.dead():
-                    raise SystemExit(f"a worker died:\n{procs.tail()}")
-                await asyncio.sleep(0.1)
-        finally:
-            procs.stop()
-            await store.close()
+    async with _fleet(args, redis_url, logdir, f"capfair{int(big)}{os.getpid()}", "fair",
+                      True) as (server, procs, store):
+        host = server.url("/v1")
+        if big:
+            branches = ", ".join(f'{{id: b{i}, steps: [{{agent: a, input: "b{i}"}}]}}'
+                                 for i in range(args.branches))
+            await start_session(store, load_spec_text(
+                BIG.format(host=host, n=args.branches, branches=branches), "big.yaml"))
+        steps = ", ".join(f'{{agent: a, input: "step {i}"}}' for i in range(args.steps))
+        started = time.monotonic()
+        ids = [(await start_session(store, load_spec_text(
+            SPEC.format(n=n, host=host, steps=steps), f"c{n}.yaml")))[0]
+            for n in range(args.sessions)]
+        done: dict[str, float] = {}
+        while len(done) < len(ids) and time.monotonic() < started + args.timeout_s:
+            for sid in ids:
+                if sid not in done and (await store.get_session(sid)).status \
+                        != SessionStatus.RUNNING:
+                    done[sid] = time.monotonic() - started
+            if procs.dead():
+                raise SystemExit(f"a worker died:\n{procs.tail()}")
+            await asyncio.sleep(0.1)
     times = sorted(done.values()) or [float("inf")]
     return times[min(len(times) - 1, int(0.95 * len(ids)))]
 
