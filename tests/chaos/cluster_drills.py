@@ -5,9 +5,13 @@ nothing committed twice."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from helpers import REPO, poll_until, status_doc, wait_for
@@ -103,6 +107,19 @@ class Drill:
         """The sessions whose shard the primary on `port` serves."""
         return [s for s in self.sids if self.cluster.owner_of_slot(self.shard_slot(s)).port
                 == port]
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every worker and the scheduler stopped (SIGSTOP) inside: nothing commits while
+        figures that must not move are read; they go on (SIGCONT) after."""
+        live = [p for p in self.fleet.workers if p.poll() is None]
+        for proc in live:
+            os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for proc in live:
+                os.kill(proc.pid, signal.SIGCONT)
 
     async def committed(self, sids: list[str]) -> int:
         total = 0

@@ -43,6 +43,18 @@ class BurningExecutor(StepExecutor):
         return burn()
 
 
+# A step whose Python outlasts a commit's round trip even on a loaded machine. With 2 ms,
+# the loop idled while a busy redis-server was slow to reply, found room and grew to the
+# ceiling: right for that loop, but not the saturated loop this test means.
+HEAVY_BURN_S = 0.02
+
+
+class HeavyBurningExecutor(StepExecutor):
+    async def run(self, spec: Spec, variables: dict[str, Any], job: StepJob,
+                  run: Any = None) -> StepOutput:
+        return burn(HEAVY_BURN_S)
+
+
 class WaitThenBurnExecutor(StepExecutor):
     """Steps wait (as on a model) until `burning` is set; from then on they burn CPU."""
 
@@ -98,9 +110,9 @@ async def run_chains(settings: DurableSettings, executor: StepExecutor, sessions
 async def test_a_saturated_worker_runs_fewer_steps_and_commits_each_once(
         settings: DurableSettings) -> None:
     settings = noop_settings(settings)
-    seen = await run_chains(settings, BurningExecutor(settings, open_store(settings)),
-                            sessions=12, steps=150)
-    # 12 chains could fill all 8 slots, but 2 ms of Python a step keeps the loop busy
+    seen = await run_chains(settings, HeavyBurningExecutor(settings, open_store(settings)),
+                            sessions=12, steps=30)
+    # 12 chains could fill all 8 slots, but 20 ms of Python a step keeps the loop busy
     # with far fewer: the limit starts at the floor and stays well under the ceiling.
     assert seen[0][0] == FLOOR
     limits = [limit for limit, _ in seen]
