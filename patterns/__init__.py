@@ -1,7 +1,8 @@
-"""The patterns, by type: each module owns its config model, its checks and its planner.
+"""The patterns, by type: each module owns its config model, its checks and its planner;
+patterns/state.py holds the model of each one's stored state.
 
-Adding a pattern: a module beside these with its `PatternDefinition` as `PATTERN`, and
-one line below.
+Adding a pattern: a module beside these with its `PatternDefinition` as `PATTERN` (its
+`state_model` a model of patterns/state.py), and one line below.
 """
 
 from __future__ import annotations

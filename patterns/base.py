@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # spec.model picks pattern configs through this package's reg
 class PlanContext:
     spec: Spec
     variables: Mapping[str, Any]
+    # The stored pattern_state, as JSON: planners read it through their pattern's
+    # model (`state_model.load`, patterns/state.py).
     state: Mapping[str, Any]
     # Committed results by step key, in commit order.
     results: Mapping[str, StepResult]
@@ -33,7 +35,7 @@ class PlanContext:
 
 @dataclass(frozen=True)
 class Decision:
-    state: dict[str, Any]
+    state: dict[str, Any]  # the pattern_state to store: the model's `dump()`
     schedule: tuple[StepJob, ...] = ()
     status: SessionStatus = SessionStatus.RUNNING
     reason: str = ""  # the error when failed, the reason when paused

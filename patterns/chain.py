@@ -1,6 +1,6 @@
 """chain: steps run one after another; step i sees steps[0..i-1] and last_response.
 
-pattern_state (stored): {"current_step": i} - the next step to run.
+pattern_state (stored, state.ChainState): {"current_step": i} - the next step to run.
 pattern_state (view):   + "step_history": [{index, agent, response, tokens}, ...]
 Templates see each step record with strands-cli's `tokens_estimated` too.
 """
@@ -28,6 +28,7 @@ from strands_durable.patterns.definition import (
     name_set,
 )
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import ChainState
 from strands_durable.spec.steps import AgentStep, PatternConfig, Step
 
 
@@ -141,14 +142,14 @@ def _job(ctx: PlanContext, index: int, steps: StepHistory) -> StepJob:
 
 class ChainPlanner:
     def start(self, ctx: PlanContext) -> Decision:
-        return Decision(state={"current_step": 0},
+        return Decision(state=ChainState(current_step=0).dump(),
                         schedule=(_job(ctx, 0, StepHistory(ctx.results, 0)),))
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
         done = int(result.key.split(":", 1)[1])
         nxt = done + 1
         steps = StepHistory(ctx.results, nxt, result)  # steps 0..done have all run
-        state = {"current_step": nxt}
+        state = ChainState(current_step=nxt).dump()
         if nxt < len(_config(ctx).steps):
             return Decision(state=state, schedule=(_job(ctx, nxt, steps),))
         return Decision(state=state, status=SessionStatus.COMPLETED,
@@ -158,7 +159,7 @@ class ChainPlanner:
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         # The seed's shape: templates' strands-cli alias `tokens_estimated` left out.
-        return {"current_step": ctx.state.get("current_step", 0),
+        return {"current_step": ChainState.load(ctx.state).current_step,
                 "step_history": [{k: v for k, v in record.items() if k != "tokens_estimated"}
                                  for record in history(ctx)]}
 
@@ -170,6 +171,7 @@ class ChainPattern(PatternDefinition[ChainConfig]):
     schema_def = "chainConfig"
     context_names = name_set("steps")
     planner = ChainPlanner()
+    state_model = ChainState
 
     def steps(self, config: ChainConfig) -> Iterator[StepSite]:
         return indexed("pattern.config.steps", config.steps)

@@ -1,5 +1,6 @@
 """What one pattern type is, for the rest of the code: its config model, the checks of
-a spec that uses it, its planner, and how the console draws its state.
+a spec that uses it, its planner, the model of its stored state, and how the console
+draws its state.
 
 Each pattern module (chain.py, graph.py, ...) defines one `PatternDefinition` subclass
 and an instance of it named `PATTERN`; patterns/__init__.py registers it by
@@ -16,6 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from strands_durable.errors import SpecError
 from strands_durable.patterns.base import Planner
 from strands_durable.patterns.shapes import Shape, raw_shape
+from strands_durable.patterns.state import PatternState
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig
 
 __all__ = [
@@ -78,6 +80,10 @@ class PatternDefinition(Generic[ConfigT]):
     # here that a context lacks fails at render time; one missing rejects a valid spec.
     context_names: frozenset[str]
     planner: Planner
+    # The typed model of the pattern_state its planner stores (patterns/state.py): every
+    # pattern has its own (a test holds each registered pattern to one); this default
+    # keeps the raw state.
+    state_model: type[PatternState] = PatternState
     # A step budget the pattern has even when the spec sets none (None: unbounded).
     default_max_steps: int | None = None
     # The config field `durable validate` counts as the pattern's parts (None: the
