@@ -9,8 +9,8 @@ answer) and its `vars`; reduce sees the variables and `branches.<id>` = {respons
 the final response is strands-cli's aggregate "Branch <id>:\\n<response>" of every
 branch (sorted by id) joined by "\\n\\n---\\n\\n".
 
-pattern_state (stored): {"in_flight": [step keys scheduled, not committed],
-    "completed_branches": [id, ...] (spec order), "reduce_completed": bool}
+pattern_state (stored, state.ParallelState): {"in_flight": [step keys scheduled, not
+    committed], "completed_branches": [id, ...] (spec order), "reduce_completed": bool}
 pattern_state (view): {"completed_branches", "failed_branches" (branches with a step
     failed past its retries, awaiting a resume), "branch_outputs":
     {id: {response, tokens, steps: [...]}} (branches with a step done),
@@ -45,6 +45,7 @@ from strands_durable.patterns.definition import (
     optional,
 )
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import ParallelState
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 
@@ -213,13 +214,10 @@ class ParallelPlanner:
     def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
         config = _config(ctx)
         histories = _histories(config, done)
-        in_flight, jobs = _plan(ctx, done, histories, list(ctx.state.get("in_flight", [])))
+        in_flight, jobs = _plan(ctx, done, histories, ParallelState.load(ctx.state).in_flight)
         branches = _branches(config, histories)
-        state: dict[str, Any] = {
-            "in_flight": in_flight,
-            "completed_branches": list(branches),
-            "reduce_completed": REDUCE_KEY in done,
-        }
+        state = ParallelState(in_flight=in_flight, completed_branches=list(branches),
+                              reduce_completed=REDUCE_KEY in done).dump()
         if len(branches) < len(config.branches) or (
                 config.reduce is not None and REDUCE_KEY not in done):
             return Decision(state=state, schedule=tuple(jobs))
@@ -256,6 +254,7 @@ class ParallelPattern(PatternDefinition[ParallelConfig]):
     schema_def = "parallelConfig"
     context_names = name_set("branches steps")
     planner = ParallelPlanner()
+    state_model = ParallelState
 
     def steps(self, config: ParallelConfig) -> Iterator[StepSite]:
         for i, branch in enumerate(config.branches):

@@ -15,7 +15,8 @@ reads is done, so what it sees never depends on timing:
 Implicit deps only point to earlier layers, so the layers (and the final response)
 stay strands-cli's. A task of the same or a later layer stays invisible, as there.
 
-pattern_state (stored): {"completed_tasks": [id, ...], "in_flight": [id, ...]}
+pattern_state (stored, state.WorkflowState): {"completed_tasks": [id, ...],
+    "in_flight": [id, ...]}
     completed in execution order; in_flight = scheduled and not yet committed.
 pattern_state (view):   {"completed_tasks", "pending_tasks" (deps met, not done),
     "blocked_tasks" (a dep not done), "task_outputs": {id: {response, tokens, agent,
@@ -50,6 +51,7 @@ from strands_durable.patterns.definition import (
     name_set,
 )
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import WorkflowState
 from strands_durable.spec.problems import hint
 from strands_durable.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.spec.templates import ENV
@@ -279,8 +281,8 @@ def _plan(ctx: PlanContext, graph: TaskGraph, done: Mapping[str, StepResult],
 
 
 def _state(order: Sequence[str], done: Mapping[str, StepResult], in_flight: list[str]
-           ) -> dict[str, Any]:
-    return {"completed_tasks": [t for t in order if t in done], "in_flight": in_flight}
+           ) -> WorkflowState:
+    return WorkflowState(completed_tasks=[t for t in order if t in done], in_flight=in_flight)
 
 
 class WorkflowPlanner:
@@ -292,8 +294,8 @@ class WorkflowPlanner:
 
     def _decide(self, ctx: PlanContext, done: dict[str, StepResult]) -> Decision:
         graph = task_graph(ctx)
-        in_flight, jobs = _plan(ctx, graph, done, list(ctx.state.get("in_flight", [])))
-        state = _state(graph.order, done, in_flight)
+        in_flight, jobs = _plan(ctx, graph, done, WorkflowState.load(ctx.state).in_flight)
+        state = _state(graph.order, done, in_flight).dump()
         if not all(task_id in done for task_id in graph.order):
             return Decision(state=state, schedule=tuple(jobs))
         # strands-cli: the final response is the last task of the last layer.
@@ -349,6 +351,7 @@ class WorkflowPattern(PatternDefinition[WorkflowConfig]):
     schema_def = "workflowConfig"
     context_names = name_set("tasks")
     planner = WorkflowPlanner()
+    state_model = WorkflowState
 
     def steps(self, config: WorkflowConfig) -> Iterator[StepSite]:
         return indexed("pattern.config.tasks", config.tasks)
