@@ -29,7 +29,7 @@ strands-cli behaviours matched (exec/routing.py, exec/chain.py @929836b):
 - Artifacts see the variables, `router`, `steps`, `last_response`, `chosen_route`,
   `router_agent` (strands-cli's RunResult.variables + execution_context).
 
-pattern_state (stored): {"phase": "router" | "review" | "route" | "done",
+pattern_state (stored, state.RoutingState): {"phase": "router" | "review" | "route" | "done",
   "router_attempts": n, "router_key": key of the accepted router reply | None,
   "router_choice": name | None, "current_step": i (next route step),
   "routed_agent_completed": bool}
@@ -67,6 +67,7 @@ from strands_durable.patterns.definition import (
 )
 from strands_durable.patterns.json_reply import extract_json
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import RoutingState
 from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecModel, Step
 
 
@@ -202,12 +203,12 @@ def _route_job(ctx: PlanContext, route: str, index: int, router_response: str,
 
 class RoutingPlanner:
     def start(self, ctx: PlanContext) -> Decision:
-        state = {"phase": "router", "router_attempts": 1, "router_key": None,
-                 "router_choice": None, "current_step": 0, "routed_agent_completed": False}
-        return Decision(state=state, schedule=(_router_job(ctx, 0),))
+        state = RoutingState(phase="router", router_attempts=1, router_key=None,
+                             router_choice=None, current_step=0, routed_agent_completed=False)
+        return Decision(state=state.dump(), schedule=(_router_job(ctx, 0),))
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        state = dict(ctx.state)
+        state = RoutingState.load(ctx.state)
         if result.key == ROUTER_KEY or result.key.startswith(f"{ROUTER_KEY}:retry:"):
             return self._after_router(ctx, state, result)
         if result.key == REVIEW_KEY:
@@ -218,7 +219,7 @@ class RoutingPlanner:
 
     # --- router -----------------------------------------------------------------
 
-    def _after_router(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _after_router(self, ctx: PlanContext, state: RoutingState, result: StepResult
                       ) -> Decision:
         config = _config(ctx)
         attempt = 0 if result.key == ROUTER_KEY else int(result.key.rsplit(":", 1)[1])
@@ -226,10 +227,10 @@ class RoutingPlanner:
         unknown = route if route is not None and route not in config.routes else None
         if route is None or unknown is not None:
             if attempt < config.router.max_retries:
-                state.update(phase="router", router_attempts=attempt + 2)
-                return Decision(state=state,
+                state.phase, state.router_attempts = "router", attempt + 2
+                return Decision(state=state.dump(),
                                 schedule=(_router_job(ctx, attempt + 1, unknown),))
-            state.update(phase="done")
+            state.phase = "done"
             attempts = config.router.max_retries + 1
             if unknown is None:
                 problem = (f"router failed to produce valid JSON after {attempts} attempts; "
@@ -237,29 +238,29 @@ class RoutingPlanner:
             else:
                 problem = (f"invalid route '{unknown}' selected by router after {attempts} "
                            f"attempts. Valid routes: {_valid_routes(ctx)}")
-            return Decision(state=state, status=SessionStatus.FAILED,
+            return Decision(state=state.dump(), status=SessionStatus.FAILED,
                             reason=(f"routing: step {result.key!r}: {problem}; "
                                     f"last reply: {excerpt(result.response)!r}"))
-        state.update(router_key=result.key, router_choice=route)
+        state.router_key, state.router_choice = result.key, route
         review = config.router.review_router
         if review is not None:
             if not isinstance(review, HitlStep):
                 raise SpecError("<spec>", "pattern.config.router.review_router",
                                 "review_router must be a HITL step (type: hitl)")
-            state.update(phase="review")
+            state.phase = "review"
             context = {**ctx.variables, "router": _router_context(route, result.response)}
             job = hitl_job(ctx, key=REVIEW_KEY, step=review, context=context,
                            where="pattern.config.router.review_router",
                            meta={"chosen_route": route})
-            return Decision(state=state, schedule=(job,))
+            return Decision(state=state.dump(), schedule=(job,))
         return self._enter_route(ctx, state, route, result.response)
 
-    def _after_review(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _after_review(self, ctx: PlanContext, state: RoutingState, result: StepResult
                       ) -> Decision:
         config = _config(ctx)
         answer = result.response.strip()
-        original = str(state.get("router_choice"))
-        router_response = ctx.results[str(state["router_key"])].response
+        original = str(state.router_choice)
+        router_response = ctx.results[str(state.router_key)].response
         if answer.lower() == "approved":
             route = original
         elif answer.lower().startswith("route:"):
@@ -268,44 +269,45 @@ class RoutingPlanner:
                 r for r in config.routes if r.lower() == wanted.lower()]
             if not matches:
                 valid = ", ".join(f"'{r}'" for r in config.routes)
-                state.update(phase="done")
+                state.phase = "done"
                 return Decision(
-                    state=state, status=SessionStatus.FAILED,
+                    state=state.dump(), status=SessionStatus.FAILED,
                     reason=(f"routing: step {REVIEW_KEY!r}: invalid route '{wanted}' in the "
                             f"review response. Valid routes: {valid}"))
             route = matches[0]
         else:
-            state.update(phase="done")
+            state.phase = "done"
             return Decision(
-                state=state, status=SessionStatus.FAILED,
+                state=state.dump(), status=SessionStatus.FAILED,
                 reason=(f"routing: step {REVIEW_KEY!r}: invalid router review response "
                         f"{excerpt(answer)!r}; expected 'approved' or 'route:<route_name>'"))
-        state.update(router_choice=route)
+        state.router_choice = route
         return self._enter_route(ctx, state, route, router_response)
 
-    def _enter_route(self, ctx: PlanContext, state: dict[str, Any], route: str,
+    def _enter_route(self, ctx: PlanContext, state: RoutingState, route: str,
                      router_response: str) -> Decision:
         if not _config(ctx).routes[route].then:
-            state.update(phase="done")
-            return Decision(state=state, status=SessionStatus.FAILED,
+            state.phase = "done"
+            return Decision(state=state.dump(), status=SessionStatus.FAILED,
                             reason=f"routing: Route '{route}' has no steps to execute")
-        state.update(phase="route", current_step=0)
-        return Decision(state=state, schedule=(_route_job(ctx, route, 0, router_response, []),))
+        state.phase, state.current_step = "route", 0
+        return Decision(state=state.dump(),
+                        schedule=(_route_job(ctx, route, 0, router_response, []),))
 
     # --- route ------------------------------------------------------------------
 
-    def _after_route_step(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _after_route_step(self, ctx: PlanContext, state: RoutingState, result: StepResult
                           ) -> Decision:
-        route = str(state["router_choice"])
-        router_response = ctx.results[str(state["router_key"])].response
+        route = str(state.router_choice)
+        router_response = ctx.results[str(state.router_key)].response
         steps = route_history(ctx, route, result)
         done = int(result.key.rsplit(":", 1)[1])
         nxt = done + 1
-        state.update(current_step=nxt)
+        state.current_step = nxt
         if nxt < len(_config(ctx).routes[route].then):
-            return Decision(state=state,
+            return Decision(state=state.dump(),
                             schedule=(_route_job(ctx, route, nxt, router_response, steps),))
-        state.update(phase="done", routed_agent_completed=True)
+        state.phase, state.routed_agent_completed = "done", True
         artifact_context = {
             **ctx.variables,
             "router": _router_context(route, router_response),
@@ -313,23 +315,23 @@ class RoutingPlanner:
             "chosen_route": route, "router_agent": _config(ctx).router.agent,
             "router_response": router_response,
         }
-        return Decision(state=state, status=SessionStatus.COMPLETED,
+        return Decision(state=state.dump(), status=SessionStatus.COMPLETED,
                         final_response=result.response, artifact_context=artifact_context)
 
     # --- view -------------------------------------------------------------------
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
-        choice = ctx.state.get("router_choice")
-        key = ctx.state.get("router_key")
-        history = route_history(ctx, choice if isinstance(choice, str) else None)
+        state = RoutingState.load(ctx.state)
+        key = state.router_key
+        history = route_history(ctx, state.router_choice)
         view: dict[str, Any] = {
-            "phase": ctx.state.get("phase", "router"),
-            "router_choice": choice,
-            "routed_agent_completed": bool(ctx.state.get("routed_agent_completed", False)),
-            "router_attempts": ctx.state.get("router_attempts", 0),
+            "phase": state.phase,
+            "router_choice": state.router_choice,
+            "routed_agent_completed": state.routed_agent_completed,
+            "router_attempts": state.router_attempts,
             "router_response": (ctx.results[key].response
-                                if isinstance(key, str) and key in ctx.results else None),
-            "current_step": ctx.state.get("current_step", 0),
+                                if key is not None and key in ctx.results else None),
+            "current_step": state.current_step,
             # The seed's shape: templates' strands-cli alias `tokens_estimated` left out.
             "step_history": [{k: v for k, v in r.items() if k != "tokens_estimated"}
                              for r in history],
@@ -346,6 +348,7 @@ class RoutingPattern(PatternDefinition[RoutingConfig]):
     schema_def = "routingConfig"
     context_names = name_set("router steps router_response chosen_route router_agent")
     planner = RoutingPlanner()
+    state_model = RoutingState
 
     def steps(self, config: RoutingConfig) -> Iterator[StepSite]:
         base = "pattern.config"
