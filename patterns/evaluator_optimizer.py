@@ -40,9 +40,9 @@ strands-cli behaviours matched (exec/evaluator_optimizer.py @929836b):
   history, last_evaluation, cumulative_tokens (+ early_termination,
   termination_reason after a stop).
 
-pattern_state (stored): {"current_iteration": n, "phase": "produce" | "evaluate" |
-  "review" | "done", "evaluations": [{"iteration", "key", "score"}],
-  "accepted": bool, "early_termination": bool}
+pattern_state (stored, state.EvaluatorOptimizerState): {"current_iteration": n,
+  "phase": "produce" | "evaluate" | "review" | "done", "evaluations": [{"iteration",
+  "key", "score"}], "accepted": bool, "early_termination": bool}
 pattern_state (view): {"current_iteration", "phase", "iterations": [{"iteration",
   "score", "feedback", "issues", "fixes", "output"}], "accepted",
   "quality_gate_passed", "max_iterations_reached", "final_score", "early_termination"}
@@ -74,6 +74,7 @@ from strands_durable.patterns.definition import (
 )
 from strands_durable.patterns.json_reply import extract_json
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import EvaluationRecord, EvaluatorOptimizerState
 from strands_durable.spec.steps import HitlGate, PatternConfig, SpecModel
 
 
@@ -181,14 +182,14 @@ def _config(ctx: PlanContext) -> EvaluatorOptimizerConfig:
 
 
 
-def history(ctx: PlanContext, evaluations: list[Mapping[str, Any]],
+def history(ctx: PlanContext, evaluations: list[EvaluationRecord],
             extra: StepResult | None = None) -> list[dict[str, Any]]:
     """One record per evaluated draft (strands-cli's iteration_history shape + output)."""
     results = with_result(ctx, extra)
     records = []
     for entry in evaluations:
-        n = int(entry["iteration"])
-        evaluation = parse_evaluation(results[str(entry["key"])].response)
+        n = entry.iteration
+        evaluation = parse_evaluation(results[entry.key].response)
         draft = results[produce_key(n)].response
         feedback = "; ".join(evaluation.issues)
         records.append({
@@ -248,16 +249,16 @@ class EvaluatorOptimizerPlanner:
         producer = _config(ctx).producer
         template = ctx.spec.agents[producer].prompt
         job = _producer_job(ctx, 1, dict(ctx.variables), template, f"agents.{producer}.prompt")
-        state = {"current_iteration": 1, "phase": "produce", "evaluations": [],
-                 "accepted": False, "early_termination": False}
-        return Decision(state=state, schedule=(job,))
+        state = EvaluatorOptimizerState(current_iteration=1, phase="produce", evaluations=[],
+                                        accepted=False, early_termination=False)
+        return Decision(state=state.dump(), schedule=(job,))
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        state = {**ctx.state, "evaluations": list(ctx.state.get("evaluations", []))}
+        state = EvaluatorOptimizerState.load(ctx.state)
         kind, n = result.key.split(":")[0], int(result.key.split(":")[1])
         if kind == "produce":
-            state.update(current_iteration=n, phase="evaluate")
-            return Decision(state=state, schedule=(_evaluator_job(ctx, n, result.response,
+            state.current_iteration, state.phase = n, "evaluate"
+            return Decision(state=state.dump(), schedule=(_evaluator_job(ctx, n, result.response,
                                                                   retry=False),))
         if kind == "evaluate":
             return self._after_evaluation(ctx, state, n, result)
@@ -265,7 +266,7 @@ class EvaluatorOptimizerPlanner:
             return self._after_review(ctx, state, n, result)
         raise ValueError(f"evaluator_optimizer: unexpected step {result.key!r}")
 
-    def _after_evaluation(self, ctx: PlanContext, state: dict[str, Any], n: int,
+    def _after_evaluation(self, ctx: PlanContext, state: EvaluatorOptimizerState, n: int,
                           result: StepResult) -> Decision:
         config = _config(ctx)
         draft = ctx.results[produce_key(n)].response
@@ -274,56 +275,56 @@ class EvaluatorOptimizerPlanner:
             evaluation = parse_evaluation(result.response)
         except ValueError as error:
             if not retried:
-                return Decision(state=state,
+                return Decision(state=state.dump(),
                                 schedule=(_evaluator_job(ctx, n, draft, retry=True),))
-            state.update(phase="done")
+            state.phase = "done"
             return Decision(
-                state=state, status=SessionStatus.FAILED,
+                state=state.dump(), status=SessionStatus.FAILED,
                 reason=(f"evaluator_optimizer: step {result.key!r}: evaluator failed to return "
                         f"valid JSON after 2 attempts on iteration {n} ({error}); "
                         f"last reply: {excerpt(result.response)!r}"))
-        state["evaluations"].append({"iteration": n, "key": result.key,
-                                     "score": evaluation.score})
+        state.evaluations = [*state.evaluations, EvaluationRecord(
+            iteration=n, key=result.key, score=evaluation.score)]
         if evaluation.score >= config.accept.min_score:
-            state.update(phase="done", accepted=True)
+            state.phase, state.accepted = "done", True
             return self._complete(ctx, state, draft, result)
         if n >= config.accept.max_iters:
-            state.update(phase="done", accepted=False)
+            state.phase, state.accepted = "done", False
             return Decision(
-                state=state, status=SessionStatus.FAILED,
+                state=state.dump(), status=SessionStatus.FAILED,
                 reason=(f"evaluator_optimizer: step {result.key!r}: Max iterations "
                         f"({config.accept.max_iters}) exhausted without reaching min_score "
                         f"({config.accept.min_score}). Final score: {evaluation.score}. "
-                        f"Scores: {[e['score'] for e in state['evaluations']]}"))
+                        f"Scores: {[e.score for e in state.evaluations]}"))
         gate = config.review_gate
         if gate is not None:
-            state.update(phase="review")
-            records = history(ctx, state["evaluations"], result)
+            state.phase = "review"
+            records = history(ctx, state.evaluations, result)
             context = {"iteration_index": len(records) - 1, "iterations": records,
                        "current_draft": draft, "current_evaluation": evaluation.as_context(),
                        **ctx.variables}
             job = hitl_job(ctx, key=review_key(n), step=gate, context=context,
                            where="pattern.config.review_gate", meta={"iteration": n})
-            return Decision(state=state, schedule=(job,))
-        state.update(current_iteration=n + 1, phase="produce")
-        return Decision(state=state, schedule=(_revision_job(ctx, n, draft, evaluation, None),))
+            return Decision(state=state.dump(), schedule=(job,))
+        state.current_iteration, state.phase = n + 1, "produce"
+        job = _revision_job(ctx, n, draft, evaluation, None)
+        return Decision(state=state.dump(), schedule=(job,))
 
-    def _after_review(self, ctx: PlanContext, state: dict[str, Any], n: int,
+    def _after_review(self, ctx: PlanContext, state: EvaluatorOptimizerState, n: int,
                       result: StepResult) -> Decision:
         draft = ctx.results[produce_key(n)].response
         if result.response.strip().lower() in STOP_WORDS:
-            state.update(phase="done", early_termination=True)
+            state.phase, state.early_termination = "done", True
             return self._complete(ctx, state, draft, result)
-        entry = state["evaluations"][-1]
-        evaluation = parse_evaluation(ctx.results[str(entry["key"])].response)
-        state.update(current_iteration=n + 1, phase="produce")
+        evaluation = parse_evaluation(ctx.results[state.evaluations[-1].key].response)
+        state.current_iteration, state.phase = n + 1, "produce"
         job = _revision_job(ctx, n, draft, evaluation, result.response)
-        return Decision(state=state, schedule=(job,))
+        return Decision(state=state.dump(), schedule=(job,))
 
-    def _complete(self, ctx: PlanContext, state: dict[str, Any], draft: str,
+    def _complete(self, ctx: PlanContext, state: EvaluatorOptimizerState, draft: str,
                   result: StepResult) -> Decision:
         config = _config(ctx)
-        records = history(ctx, state["evaluations"], result)
+        records = history(ctx, state.evaluations, result)
         results = with_result(ctx, result)
         last = records[-1]
         execution_context: dict[str, Any] = {
@@ -333,32 +334,32 @@ class EvaluatorOptimizerPlanner:
             "last_evaluation": {"score": last["score"], "issues": last["issues"],
                                 "fixes": last["fixes"]},
         }
-        if state.get("early_termination"):
+        if state.early_termination:
             execution_context.update(early_termination=True,
                                      termination_reason="user_requested_at_resume")
-        return Decision(state=state, status=SessionStatus.COMPLETED, final_response=draft,
+        return Decision(state=state.dump(), status=SessionStatus.COMPLETED, final_response=draft,
                         artifact_context={**ctx.variables, "last_response": draft,
                                           **execution_context})
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         config = _config(ctx)
-        evaluations = [e for e in ctx.state.get("evaluations", [])
-                       if str(e["key"]) in ctx.results and produce_key(int(e["iteration"]))
-                       in ctx.results]
+        state = EvaluatorOptimizerState.load(ctx.state)
+        evaluations = [e for e in state.evaluations
+                       if e.key in ctx.results and produce_key(e.iteration) in ctx.results]
         records = history(ctx, evaluations)
         iterations = [{k: r[k] for k in ("iteration", "score", "feedback", "issues", "fixes",
                                           "output")} for r in records]
-        accepted = bool(ctx.state.get("accepted", False))
+        accepted = state.accepted
         final_score = records[-1]["score"] if records else None
         return {
-            "current_iteration": ctx.state.get("current_iteration", 1),
-            "phase": ctx.state.get("phase", "produce"),
+            "current_iteration": state.current_iteration,
+            "phase": state.phase,
             "iterations": iterations,
             "accepted": accepted,
             "quality_gate_passed": accepted,
             "max_iterations_reached": (not accepted and len(records) >= config.accept.max_iters),
             "final_score": final_score,
-            "early_termination": bool(ctx.state.get("early_termination", False)),
+            "early_termination": state.early_termination,
         }
 
 
@@ -369,6 +370,7 @@ class EvaluatorOptimizerPattern(PatternDefinition[EvaluatorOptimizerConfig]):
     context_names = name_set("draft evaluation iteration iterations iteration_index"
                              " current_draft current_evaluation producer_response")
     planner = EvaluatorOptimizerPlanner()
+    state_model = EvaluatorOptimizerState
 
     def steps(self, config: EvaluatorOptimizerConfig) -> Iterator[StepSite]:
         return optional("pattern.config.review_gate", config.review_gate)
