@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from strands_durable.models import StepResult
 from strands_durable.patterns.base import PlanContext
 from strands_durable.patterns.json_reply import extract_json
+from strands_durable.patterns.state import OrchestratorWorkersState, RoundRecord
 
 __all__ = [
     "REDUCE_KEY",
     "REDUCE_REVIEW_KEY",
     "WRITEUP_KEY",
-    "Round",
     "decomposition_review_key",
     "next_round_prompt",
     "orchestrate_key",
@@ -25,7 +24,6 @@ __all__ = [
     "parse_tasks",
     "retry_prompt",
     "round_workers",
-    "rounds_of",
     "synthesis_context",
     "worker_key",
 ]
@@ -124,18 +122,6 @@ def next_round_prompt(round_: int, max_rounds: int, workers: list[dict[str, Any]
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Round:
-    """A round of pattern_state["rounds"], stored as {"round": n, "tasks": [text]}."""
-
-    number: int
-    tasks: list[str]
-
-
-def rounds_of(state: Mapping[str, Any]) -> list[Round]:
-    return [Round(int(r["round"]), list(r["tasks"])) for r in state.get("rounds", [])]
-
-
 def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[str]
                   ) -> list[dict[str, Any] | None]:
     """strands-cli's worker records for one round (None where not completed yet)."""
@@ -148,11 +134,11 @@ def round_workers(results: Mapping[str, StepResult], round_: int, tasks: list[st
     return records
 
 
-def _all_workers(results: Mapping[str, StepResult], rounds: list[Round]
+def _all_workers(results: Mapping[str, StepResult], rounds: list[RoundRecord]
                  ) -> list[dict[str, Any]]:
     workers = []
     for entry in rounds:
-        workers += [w for w in round_workers(results, entry.number, entry.tasks)
+        workers += [w for w in round_workers(results, entry.round, entry.tasks)
                     if w is not None]
     return workers
 
@@ -165,16 +151,16 @@ def _latest_hitl(results: Mapping[str, StepResult]) -> str | None:
     return latest
 
 
-def synthesis_context(ctx: PlanContext, state: Mapping[str, Any],
+def synthesis_context(ctx: PlanContext, state: OrchestratorWorkersState,
                       results: Mapping[str, StepResult]) -> dict[str, Any]:
-    rounds = rounds_of(state)
+    rounds = state.rounds
     workers = _all_workers(results, rounds)
     context: dict[str, Any] = {
         "workers": workers, "num_workers": len(workers), "worker_count": len(workers),
-        "round_count": int(state.get("current_round", 1)),
+        "round_count": state.current_round,
         "tasks": [w["task"] for w in workers],
-        "rounds": [{"round": r.number, "tasks": list(r.tasks),
-                    "workers": round_workers(results, r.number, r.tasks)}
+        "rounds": [{"round": r.round, "tasks": list(r.tasks),
+                    "workers": round_workers(results, r.round, r.tasks)}
                    for r in rounds],
         **ctx.variables,
         "last_response": workers[-1]["response"] if workers else "",

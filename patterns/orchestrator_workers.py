@@ -44,9 +44,9 @@ strands-cli behaviours matched (exec/orchestrator_workers.py @929836b):
   blank lines. Artifacts see the variables, the reduce context, reduce_response,
   writeup_response and last_response.
 
-pattern_state (stored): {"phase": "orchestrate" | "review_decomposition" | "workers"
-  | "review_reduce" | "reduce" | "writeup" | "done", "current_round": r,
-  "orchestrator_attempts": n, "rounds": [{"round", "tasks": [text]}],
+pattern_state (stored, state.OrchestratorWorkersState): {"phase": "orchestrate"
+  | "review_decomposition" | "workers" | "review_reduce" | "reduce" | "writeup" | "done",
+  "current_round": r, "orchestrator_attempts": n, "rounds": [{"round", "tasks": [text]}],
   "dispatched": k (workers of the current round scheduled so far),
   "orchestrator_decision": "continue" | "complete", "reduce_completed",
   "writeup_completed"}
@@ -90,11 +90,11 @@ from strands_durable.patterns.orchestrator_context import (
     parse_tasks,
     retry_prompt,
     round_workers,
-    rounds_of,
     synthesis_context,
     worker_key,
 )
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import OrchestratorWorkersState, RoundRecord
 from strands_durable.spec.steps import (
     AgentStep,
     HitlGate,
@@ -160,10 +160,11 @@ def _step_job(ctx: PlanContext, key: str, step: Step, context: Mapping[str, Any]
 
 class OrchestratorWorkersPlanner:
     def start(self, ctx: PlanContext) -> Decision:
-        state = {"phase": "orchestrate", "current_round": 1, "orchestrator_attempts": 1,
-                 "rounds": [], "dispatched": 0, "orchestrator_decision": "continue",
-                 "reduce_completed": False, "writeup_completed": False}
-        return Decision(state=state, schedule=(self._orchestrator_job(ctx, 1, 0, ""),))
+        state = OrchestratorWorkersState(
+            phase="orchestrate", current_round=1, orchestrator_attempts=1, rounds=[],
+            dispatched=0, orchestrator_decision="continue", reduce_completed=False,
+            writeup_completed=False)
+        return Decision(state=state.dump(), schedule=(self._orchestrator_job(ctx, 1, 0, ""),))
 
     def _orchestrator_job(self, ctx: PlanContext, round_: int, attempt: int, text: str
                           ) -> StepJob:
@@ -186,9 +187,7 @@ class OrchestratorWorkersPlanner:
         return replace(job, input=task)
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
-        # A copy to append to: the stored form of each round, as it was committed.
-        state: dict[str, Any] = {**ctx.state,
-                                 "rounds": [dict(r) for r in ctx.state.get("rounds", [])]}
+        state = OrchestratorWorkersState.load(ctx.state)
         key = result.key
         if key.startswith("orchestrate:"):
             return self._after_orchestrator(ctx, state, result)
@@ -199,16 +198,16 @@ class OrchestratorWorkersPlanner:
         if key == REDUCE_REVIEW_KEY:
             return self._reduce(ctx, state, result)
         if key == REDUCE_KEY:
-            state.update(reduce_completed=True)
+            state.reduce_completed = True
             return self._writeup(ctx, state, result)
         if key == WRITEUP_KEY:
-            state.update(writeup_completed=True)
+            state.writeup_completed = True
             return self._complete(ctx, state, result)
         raise ValueError(f"orchestrator_workers: unexpected step {key!r}")
 
     # --- orchestrator -----------------------------------------------------------
 
-    def _after_orchestrator(self, ctx: PlanContext, state: dict[str, Any],
+    def _after_orchestrator(self, ctx: PlanContext, state: OrchestratorWorkersState,
                             result: StepResult) -> Decision:
         parts = result.key.split(":")
         round_ = int(parts[1])
@@ -217,26 +216,26 @@ class OrchestratorWorkersPlanner:
             tasks = parse_tasks(result.response)
         except ValueError as error:
             if attempt < MAX_JSON_RETRIES:
-                state.update(orchestrator_attempts=attempt + 2)
+                state.orchestrator_attempts = attempt + 2
                 job = self._orchestrator_job(ctx, round_, attempt + 1,
                                              retry_prompt(result.response))
-                return Decision(state=state, schedule=(job,))
-            state.update(phase="done")
+                return Decision(state=state.dump(), schedule=(job,))
+            state.phase = "done"
             return Decision(
-                state=state, status=SessionStatus.FAILED,
+                state=state.dump(), status=SessionStatus.FAILED,
                 reason=(f"orchestrator_workers: step {result.key!r}: failed to parse the "
                         f"orchestrator response as valid JSON after {MAX_JSON_RETRIES + 1} "
                         f"attempts ({error}); expected [{{\"task\": \"description\"}}, ...], "
                         f"last reply: {excerpt(result.response)!r}"))
-        state["rounds"].append({"round": round_, "tasks": tasks})
-        state.update(current_round=round_, dispatched=0)
+        state.rounds = [*state.rounds, RoundRecord(round=round_, tasks=tasks)]
+        state.current_round, state.dispatched = round_, 0
         if not tasks:
-            state.update(orchestrator_decision="complete")
+            state.orchestrator_decision = "complete"
             return self._finish_rounds(ctx, state, result)
-        state.update(orchestrator_decision="continue")
+        state.orchestrator_decision = "continue"
         review = _config(ctx).decomposition_review
         if review is not None:
-            state.update(phase="review_decomposition")
+            state.phase = "review_decomposition"
             context = {"orchestrator_response": json.dumps([{"task": t} for t in tasks],
                                                            indent=2),
                        "subtasks": [{"task": t} for t in tasks], "task_count": len(tasks),
@@ -244,27 +243,27 @@ class OrchestratorWorkersPlanner:
             job = hitl_job(ctx, key=decomposition_review_key(round_), step=review,
                            context=context, where="pattern.config.decomposition_review",
                            meta={"round": round_})
-            return Decision(state=state, schedule=(job,))
+            return Decision(state=state.dump(), schedule=(job,))
         return self._start_workers(ctx, state, round_)
 
     # --- workers ----------------------------------------------------------------
 
-    def _tasks(self, state: Mapping[str, Any], round_: int) -> list[str]:
-        for entry in rounds_of(state):
-            if entry.number == round_:
+    def _tasks(self, state: OrchestratorWorkersState, round_: int) -> list[str]:
+        for entry in state.rounds:
+            if entry.round == round_:
                 return entry.tasks
         raise ValueError(f"orchestrator_workers: no tasks recorded for round {round_}")
 
-    def _start_workers(self, ctx: PlanContext, state: dict[str, Any], round_: int
+    def _start_workers(self, ctx: PlanContext, state: OrchestratorWorkersState, round_: int
                        ) -> Decision:
         tasks = self._tasks(state, round_)
         max_workers, _ = _limits(ctx)
         first = len(tasks) if max_workers is None else min(len(tasks), max_workers)
-        state.update(phase="workers", dispatched=first)
+        state.phase, state.dispatched = "workers", first
         jobs = tuple(self._worker_job(ctx, round_, i, tasks[i]) for i in range(first))
-        return Decision(state=state, schedule=jobs)
+        return Decision(state=state.dump(), schedule=jobs)
 
-    def _after_worker(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _after_worker(self, ctx: PlanContext, state: OrchestratorWorkersState, result: StepResult
                       ) -> Decision:
         round_ = int(result.key.split(":")[1])
         tasks = self._tasks(state, round_)
@@ -273,57 +272,59 @@ class OrchestratorWorkersPlanner:
         max_workers, max_rounds = _limits(ctx)
         # Derived from committed results alone, so any completion order gives the same
         # schedule: workers [0, min(n, max_workers + done)) have been scheduled.
-        before = int(state.get("dispatched", 0))
+        before = state.dispatched
         after = len(tasks) if max_workers is None else min(len(tasks), max_workers + done)
         after = max(after, before)
-        state.update(dispatched=after)
+        state.dispatched = after
         if done < len(tasks):
             jobs = tuple(self._worker_job(ctx, round_, i, tasks[i]) for i in range(before, after))
-            return Decision(state=state, schedule=jobs)
+            return Decision(state=state.dump(), schedule=jobs)
         if round_ < max_rounds:
-            state.update(phase="orchestrate", current_round=round_ + 1, orchestrator_attempts=1)
+            state.phase, state.current_round = "orchestrate", round_ + 1
+            state.orchestrator_attempts = 1
             workers = [w for w in round_workers(results, round_, tasks) if w is not None]
             job = self._orchestrator_job(ctx, round_ + 1, 0,
                                          next_round_prompt(round_ + 1, max_rounds, workers))
-            return Decision(state=state, schedule=(job,))
+            return Decision(state=state.dump(), schedule=(job,))
         return self._finish_rounds(ctx, state, result)
 
     # --- reduce / writeup -------------------------------------------------------
 
-    def _finish_rounds(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _finish_rounds(self, ctx: PlanContext, state: OrchestratorWorkersState, result: StepResult
                        ) -> Decision:
         config = _config(ctx)
         if config.reduce is not None and config.reduce_review is not None:
-            state.update(phase="review_reduce")
+            state.phase = "review_reduce"
             results = with_result(ctx, result)
             context = synthesis_context(ctx, state, results)
             job = hitl_job(ctx, key=REDUCE_REVIEW_KEY, step=config.reduce_review,
                            context=context, where="pattern.config.reduce_review")
-            return Decision(state=state, schedule=(job,))
+            return Decision(state=state.dump(), schedule=(job,))
         return self._reduce(ctx, state, result)
 
-    def _reduce(self, ctx: PlanContext, state: dict[str, Any], result: StepResult) -> Decision:
+    def _reduce(self, ctx: PlanContext, state: OrchestratorWorkersState, result: StepResult
+                ) -> Decision:
         config = _config(ctx)
         if config.reduce is None:
             return self._writeup(ctx, state, result)
-        state.update(phase="reduce")
+        state.phase = "reduce"
         context = synthesis_context(ctx, state, with_result(ctx, result))
         job = _step_job(ctx, REDUCE_KEY, config.reduce, context, "pattern.config.reduce")
-        return Decision(state=state, schedule=(job,))
+        return Decision(state=state.dump(), schedule=(job,))
 
-    def _writeup(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _writeup(self, ctx: PlanContext, state: OrchestratorWorkersState, result: StepResult
                  ) -> Decision:
         config = _config(ctx)
         if config.writeup is None:
             return self._complete(ctx, state, result)
-        state.update(phase="writeup")
+        state.phase = "writeup"
         context = synthesis_context(ctx, state, with_result(ctx, result))
         job = _step_job(ctx, WRITEUP_KEY, config.writeup, context, "pattern.config.writeup")
-        return Decision(state=state, schedule=(job,))
+        return Decision(state=state.dump(), schedule=(job,))
 
-    def _complete(self, ctx: PlanContext, state: dict[str, Any], result: StepResult
+    def _complete(self, ctx: PlanContext, state: OrchestratorWorkersState, result: StepResult
                   ) -> Decision:
-        state.update(phase="done")
+        state.phase = "done"
         results = with_result(ctx, result)
         context = synthesis_context(ctx, state, results)
         if WRITEUP_KEY in results:
@@ -334,27 +335,28 @@ class OrchestratorWorkersPlanner:
             final = "\n\n".join(f"Worker {i}: {w['response']}"
                                 for i, w in enumerate(context["workers"]))
         context["last_response"] = final
-        return Decision(state=state, status=SessionStatus.COMPLETED, final_response=final,
+        return Decision(state=state.dump(), status=SessionStatus.COMPLETED, final_response=final,
                         artifact_context=context)
 
     # --- view -------------------------------------------------------------------
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         rounds = []
-        for entry in rounds_of(ctx.state):
-            round_, tasks = entry.number, entry.tasks
+        state = OrchestratorWorkersState.load(ctx.state)
+        for entry in state.rounds:
+            round_, tasks = entry.round, entry.tasks
             outputs = [None if w is None else {k: w[k] for k in ("index", "task", "response",
                                                                    "tokens")}
                        for w in round_workers(ctx.results, round_, tasks)]
             rounds.append({"round": round_, "tasks": tasks, "worker_outputs": outputs})
         return {
-            "current_round": ctx.state.get("current_round", 1),
-            "phase": ctx.state.get("phase", "orchestrate"),
+            "current_round": state.current_round,
+            "phase": state.phase,
             "rounds": rounds,
-            "dispatched": ctx.state.get("dispatched", 0),
-            "orchestrator_decision": ctx.state.get("orchestrator_decision", "continue"),
-            "reduce_completed": bool(ctx.state.get("reduce_completed", False)),
-            "writeup_completed": bool(ctx.state.get("writeup_completed", False)),
+            "dispatched": state.dispatched,
+            "orchestrator_decision": state.orchestrator_decision,
+            "reduce_completed": state.reduce_completed,
+            "writeup_completed": state.writeup_completed,
         }
 
 
@@ -366,6 +368,7 @@ class OrchestratorWorkersPattern(PatternDefinition[OrchestratorWorkersConfig]):
     context_names = name_set("workers num_workers worker_count round_count tasks subtasks"
                              " task_count orchestrator_response reduce_response writeup_response")
     planner = OrchestratorWorkersPlanner()
+    state_model = OrchestratorWorkersState
 
     def steps(self, config: OrchestratorWorkersConfig) -> Iterator[StepSite]:
         base = "pattern.config"
