@@ -29,7 +29,7 @@ see only `nodes` and `hitl_response`; ours see the whole context, a superset.
 Step keys: the k-th visit (k from 1) of node `id` is `node:<id>:<k>`. HITL nodes are
 scheduled with hitl_job and the human's answer comes back as that step's result.
 
-pattern_state (stored, O(nodes) whatever the number of steps):
+pattern_state (stored, state.GraphState; O(nodes) whatever the number of steps):
     {"current_node": id,           # the node scheduled / running (the terminal one at the end)
      "iteration_counts": {id: k},  # visits started per node, the scheduled one included
      "total_steps": n}             # agent node executions finished (HITL answers excluded)
@@ -66,6 +66,7 @@ from strands_durable.patterns.definition import (
     name_set,
 )
 from strands_durable.patterns.shapes import Shape
+from strands_durable.patterns.state import GraphState
 from strands_durable.spec.problems import hint
 from strands_durable.spec.steps import HitlStep, PatternConfig, SpecModel, hitl_or
 from strands_durable.spec.templates import render_condition
@@ -238,15 +239,15 @@ def _visit(ctx: PlanContext, node_id: str, counts: dict[str, int], total_steps: 
     max_iterations = _config(ctx).max_iterations
     if visit > max_iterations:
         return Decision(
-            state={"current_node": last_node or node_id, "iteration_counts": counts,
-                   "total_steps": total_steps},
+            state=GraphState(current_node=last_node or node_id, iteration_counts=counts,
+                             total_steps=total_steps).dump(),
             status=SessionStatus.FAILED,
             reason=(f"graph node {node_id!r} exceeded its max_iterations limit "
                     f"({max_iterations}); possible infinite loop"))
     counts = {**counts, node_id: visit}
     return Decision(
-        state={"current_node": node_id, "iteration_counts": counts,
-               "total_steps": total_steps},
+        state=GraphState(current_node=node_id, iteration_counts=counts,
+                         total_steps=total_steps).dump(),
         schedule=(_job(ctx, node_id, visit, context),))
 
 
@@ -259,14 +260,15 @@ class GraphPlanner:
 
     def advance(self, ctx: PlanContext, result: StepResult) -> Decision:
         config = _config(ctx)
+        stored = GraphState.load(ctx.state)
         parsed = parse_key(result.key)
         if parsed is None or parsed[0] not in config.nodes:
-            return Decision(state=dict(ctx.state), status=SessionStatus.FAILED,
+            return Decision(state=stored.dump(), status=SessionStatus.FAILED,
                             reason=f"graph: unexpected step {result.key!r}")
         node_id, visit = parsed
-        counts = {k: int(v) for k, v in dict(ctx.state.get("iteration_counts") or {}).items()}
+        counts = dict(stored.iteration_counts)
         counts[node_id] = max(counts.get(node_id, 0), visit)
-        total_steps = int(ctx.state.get("total_steps") or 0)
+        total_steps = stored.total_steps
         if not isinstance(config.nodes[node_id], HitlStep):
             total_steps += 1  # strands-cli counts agent node executions only
         nodes = node_results(ctx, counts, result)
@@ -275,13 +277,13 @@ class GraphPlanner:
             nxt = next_node(config, node_id, context)
         except _EdgeError as exc:
             return Decision(
-                state={"current_node": node_id, "iteration_counts": counts,
-                       "total_steps": total_steps},
+                state=GraphState(current_node=node_id, iteration_counts=counts,
+                                 total_steps=total_steps).dump(),
                 status=SessionStatus.FAILED, reason=exc.message)
         if nxt is not None:
             return _visit(ctx, nxt, counts, total_steps, node_id, context)
-        state = {"current_node": node_id, "iteration_counts": counts,
-                 "total_steps": total_steps}
+        state = GraphState(current_node=node_id, iteration_counts=counts,
+                           total_steps=total_steps).dump()
         tokens = sum(r.tokens for r in ctx.results.values() if parse_key(r.key))
         return Decision(
             state=state, status=SessionStatus.COMPLETED, final_response=result.response,
@@ -300,8 +302,9 @@ class GraphPlanner:
 
     def view(self, ctx: PlanContext) -> dict[str, Any]:
         config = _config(ctx)
-        counts = {k: int(v) for k, v in dict(ctx.state.get("iteration_counts") or {}).items()}
-        current = str(ctx.state.get("current_node") or next(iter(config.nodes)))
+        state = GraphState.load(ctx.state)
+        counts = state.iteration_counts
+        current = state.current_node or next(iter(config.nodes))
         nodes = node_results(ctx, counts)
         pending = counts.get(current, 0)
         if (pending and node_key(current, pending) not in ctx.results
@@ -312,7 +315,7 @@ class GraphPlanner:
             "current_node": current,
             "node_history": history(ctx),
             "iteration_counts": counts,
-            "total_steps": int(ctx.state.get("total_steps") or 0),
+            "total_steps": state.total_steps,
             "node_outputs": {node_id: {"response": out["response"],
                                        "iteration": out["iteration"],
                                        "status": out["status"]}
@@ -328,6 +331,7 @@ class GraphPattern(PatternDefinition[GraphConfig]):
     context_names = name_set("nodes terminal_node total_steps iteration_counts iteration"
                              " execution_path current_node")
     planner = GraphPlanner()
+    state_model = GraphState
     default_max_steps = DEFAULT_MAX_STEPS
 
     def steps(self, config: GraphConfig) -> Iterator[StepSite]:
