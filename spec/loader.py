@@ -234,7 +234,8 @@ def _take_capacity(data: dict[str, Any], source: str) -> SpecCapacity | None:
         if name not in SpecCapacity.model_fields:
             shown = repr(str(name)[:64]) + ("..." if len(str(name)) > 64 else "")
             raise SpecError(source, "runtime.capacity", f"unknown field {shown}; expected "
-                            "rpm, tpm or in_flight (each a positive integer)")
+                            "rpm, tpm or in_flight (each a positive integer) or "
+                            "wait_counts_toward_duration (true or false)")
     try:
         return SpecCapacity.model_validate(raw)
     except ValidationError as error:

@@ -76,6 +76,15 @@ class SpecCapacity(BaseModel):
                             description="Input + output tokens per minute.")
     in_flight: int | None = Field(default=None, ge=1, le=100_000, strict=True,
                                   description="Requests at once.")
+    wait_counts_toward_duration: bool = Field(
+        default=True, strict=True,
+        description="Whether time a step waits for capacity counts toward "
+                    "budgets.max_duration_s (strands-cli's budget is wall-clock time).")
+
+    @property
+    def limited(self) -> bool:
+        """Whether the spec declares any limit of its own."""
+        return bool(self.rpm or self.tpm or self.in_flight)
 
     def scope_id(self, spec_name: str) -> str:
         """Which sessions keep these limits together: those of specs of this name that

@@ -158,6 +158,7 @@ class JournalKeys:
     journal: str
     journals: str  # the set of steps with a journal
     events: str
+    meta: str
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,8 @@ class JournalArgs:
     value: str
     events: str  # JSON array of event field maps
     events_max: int
+    wait_from_ms: int = 0  # a capacity wait to leave out of the session's clock
+    wait_to_ms: int = 0  # (0: none)
 
 
 # -- one stream: renew.lua, release.lua, promote_timers.lua, claim_session.lua ---------

@@ -99,17 +99,21 @@ class StepPath(StoreBase):
         )
 
     async def journal(self, job: StepJob, entry_id: str, consumer: str, field: str,
-                      value: str, events: Sequence[Event] = ()) -> bool:
+                      value: str, events: Sequence[Event] = (),
+                      excluded_wait_ms: tuple[int, int] = (0, 0)) -> bool:
         """Journal a turn (`field` m<turn> or t<ordinal>, '' for events only) of the step
-        `entry_id` carries; False when this consumer no longer holds the entry."""
+        `entry_id` carries; False when this consumer no longer holds the entry. With
+        `excluded_wait_ms` (from, to), that capacity wait leaves the session's clock."""
         k, sid = self.keys, job.session_id
         written = await self.scripts.journal(
             keys=JournalKeys(stream=k.stream(k.shard(sid)), journal=k.journal(sid, job.key),
-                             journals=k.journals(sid), events=k.events(sid)),
+                             journals=k.journals(sid), events=k.events(sid),
+                             meta=k.meta(sid)),
             args=JournalArgs(group=CONSUMER_GROUP, consumer=consumer, entry_id=entry_id,
                              step=job.key, field=field, value=value,
                              events=dumps([e.to_fields() for e in events]),
-                             events_max=self.events_max))
+                             events_max=self.events_max, wait_from_ms=excluded_wait_ms[0],
+                             wait_to_ms=excluded_wait_ms[1]))
         return written == 1
 
     async def commit(self, req: CommitRequest, take_next: int = 0) -> CommitOutcome:

@@ -18,7 +18,7 @@ from strands.models.model import Model
 from strands.types.tools import AgentTool
 
 from strands_durable.errors import StepFailed
-from strands_durable.models import Event, EventType, StepJob, now_iso
+from strands_durable.models import Event, EventType, StepJob, now_iso, now_ms
 from strands_durable.settings import DurableSettings
 from strands_durable.spec.model import Spec
 from strands_durable.store.capacity import DeclaredLimits, ProviderKey, SpecScope
@@ -171,23 +171,31 @@ class StepExecutor:
         key = ProviderKey(config.provider, config.model_id or "", config.host or "")
         own = spec.runtime.capacity
         scope = SpecScope(own.scope_id(spec.name), DeclaredLimits(
-            own.rpm or 0, own.tpm or 0, own.in_flight or 0)) if own else None
+            own.rpm or 0, own.tpm or 0, own.in_flight or 0)) if own and own.limited else None
+        waits_count = own is None or own.wait_counts_toward_duration
         if job is None or run is None or not run.entry_id:
             return CapacityModel(model, self.capacity, key, config.max_tokens, scope=scope)
         if run.worker:  # the fleet's view names the worker whose steps wait
             self.capacity.process = run.worker
         step, entry_id, worker = job, run.entry_id, run.worker
 
-        async def note(kind: EventType, detail: str) -> None:
+        async def note(kind: EventType, detail: str,
+                       excluded_wait_ms: tuple[int, int] = (0, 0)) -> None:
             event = Event(type=kind, step=step.key, attempt=step.attempt, worker=worker,
                           at=now_iso(), detail=detail)
-            await self.store.journal(step, entry_id, worker, "", "", [event])
+            await self.store.journal(step, entry_id, worker, "", "", [event],
+                                     excluded_wait_ms)
 
         async def on_wait(label: str, reason: str, wait_ms: int) -> None:
             await note(EventType.CAPACITY_WAIT, f"{label}: {reason}, next look in {wait_ms} ms")
 
         async def on_granted(label: str, waited_s: float) -> None:
-            await note(EventType.CAPACITY_GRANTED, f"{label}: waited {waited_s:.1f}s")
+            # With the event, atomically: the wait leaves the session's clock when its
+            # spec says waiting does not count toward max_duration_s.
+            until = now_ms()
+            excluded = (0, 0) if waits_count else (until - round(waited_s * 1000), until)
+            await note(EventType.CAPACITY_GRANTED, f"{label}: waited {waited_s:.1f}s",
+                       excluded)
 
         return CapacityModel(model, self.capacity, key, config.max_tokens, on_wait,
                              on_granted=on_granted, session=job.session_id, scope=scope)

@@ -93,6 +93,34 @@ local function bump_version(meta)
   return redis.call('HINCRBY', meta, 'version', 1)
 end
 
+-- The session's clock goes on after a pause: paused time does not count against
+-- max_duration_s (started_ms moves on by it), and a capacity wait that overlapped the
+-- pause is not taken off again (exclude_wait starts from here at the earliest).
+local function unpause_clock(meta, now)
+  local paused_at = tonumber(redis.call('HGET', meta, 'paused_at_ms') or '')
+  if paused_at then
+    redis.call('HINCRBY', meta, 'started_ms', now - paused_at)
+    redis.call('HDEL', meta, 'paused_at_ms')
+    redis.call('HSET', meta, 'capacity_wait_through_ms', now)
+  end
+end
+
+-- Take a capacity wait [from_ms, to_ms] off a running session's clock (its spec's
+-- runtime.capacity.wait_counts_toward_duration is false): started_ms moves on by the part
+-- no earlier wait or pause already took off, so parallel steps waiting at once count
+-- once. A paused session's clock is stopped already.
+local function exclude_wait(meta, from_ms, to_ms)
+  if redis.call('HGET', meta, 'status') ~= 'running' then return end
+  local through = tonumber(redis.call('HGET', meta, 'capacity_wait_through_ms') or '0')
+  local from = math.max(from_ms, through)
+  if to_ms > from then
+    redis.call('HINCRBY', meta, 'started_ms', to_ms - from)
+    redis.call('HSET', meta, 'capacity_wait_through_ms', to_ms)
+    -- A plan made before the clock moved read the old one (its budget check): stale.
+    bump_version(meta)
+  end
+end
+
 -- Taking and gating new entries of a shard's stream in the script that reads them
 -- (take.lua, and commit.lua for the worker's next step). A session's keys are spelled
 -- from the entry's session id with the shard's prefix and store/keys.py's suffixes

@@ -125,11 +125,7 @@ if answers_human == '1' and status == 'paused' and decided ~= 'paused' then
   for _, job in ipairs(redis.call('LRANGE', held_key, 0, -1)) do jobs[#jobs + 1] = job end
   redis.call('DEL', held_key)
   redis.call('HSET', meta_key, 'paused_reason', '')
-  local paused_at = tonumber(redis.call('HGET', meta_key, 'paused_at_ms') or '')
-  if paused_at then
-    redis.call('HINCRBY', meta_key, 'started_ms', now - paused_at)
-    redis.call('HDEL', meta_key, 'paused_at_ms')
-  end
+  unpause_clock(meta_key, now)
   status = set_status_from(meta_key, session_id, status, 'running', now)
 end
 if status == 'failed' then

@@ -47,12 +47,7 @@ elseif action == 'resume' then
   -- A record written before the spec was stored once also kept its text: with a new
   -- spec it would be stale, and nothing reads it.
   if fields['spec_json'] then redis.call('HDEL', meta_key, 'spec_text') end
-  -- Paused time does not count against max_duration_s.
-  local paused_at = tonumber(redis.call('HGET', meta_key, 'paused_at_ms') or '')
-  if paused_at then
-    redis.call('HINCRBY', meta_key, 'started_ms', now - paused_at)
-    redis.call('HDEL', meta_key, 'paused_at_ms')
-  end
+  unpause_clock(meta_key, now)
   for _, job_json in ipairs(failed) do
     local job = cjson.decode(job_json)
     job['attempt'] = 1

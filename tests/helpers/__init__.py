@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 # One private redis-server implementation for tests and benchmarks.
 from bench.redis_server import PrivateRedis as RedisServer  # noqa: F401
 from bench.redis_server import free_port, start_redis  # noqa: F401
+from strands_durable.models import StepJob
 from strands_durable.sessions.status import session_status
 from strands_durable.settings import DurableSettings
+from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.faults import HITS_SUFFIX, breakpoint_name
 
@@ -126,6 +128,15 @@ class StepBreakpoints:
 
         return await wait_for(reached, timeout_s=timeout_s,
                               what=f"{workflow} {step} to reach its breakpoint {n} time(s)")
+
+
+async def claimed_job(store: Store, sid: str, consumer: str) -> tuple[StepJob, str]:
+    """The session's first step, delivered to `consumer` (its lease): what a worker holds
+    while it runs the step, for tests of the fenced writes."""
+    stream = store.keys.stream(store.keys.shard(sid))
+    entries = await store.redis.xreadgroup(CONSUMER_GROUP, consumer, {stream: ">"}, count=1)
+    entry_id, fields = entries[0][1][0]
+    return StepJob.from_json(fields["job"]), entry_id
 
 
 async def status_doc(store: Store, session_id: str) -> dict[str, Any]:

@@ -11,28 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_for
+from helpers import claimed_job, wait_for
 from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 
-from strands_durable.models import Event, EventType, SessionStatus, StepJob, now_iso
+from strands_durable.models import Event, EventType, SessionStatus, now_iso
 from strands_durable.sessions.history import event_docs
 from strands_durable.sessions.start import start_session
 from strands_durable.spec.loader import load_spec_data
-from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
 TOOL = "tests.tool_fixtures.counting_tools.bump"
-
-
-async def claimed_job(store: Store, sid: str, consumer: str) -> tuple[StepJob, str]:
-    """The session's first step, delivered to `consumer` (its lease)."""
-    stream = store.keys.stream(store.keys.shard(sid))
-    entries = await store.redis.xreadgroup(CONSUMER_GROUP, consumer, {stream: ">"}, count=1)
-    entry_id, fields = entries[0][1][0]
-    return StepJob.from_json(fields["job"]), entry_id
 
 
 def scripted_spec(**extra: Any) -> dict[str, Any]:
