@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import mimetypes
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -37,6 +36,7 @@ from strands_durable.api.submission import Submitted, plan_submitted
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.start import with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -65,14 +65,13 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     """Submit a workflow. The session and its first steps are stored (one transaction)
     before the answer is sent; an invalid spec stores nothing. An Idempotency-Key stands
     for one request: repeated with the same spec and variables it answers the first
-    session (200), with different ones 409."""
+    session (200), with different ones (or another priority) 409."""
     # Loading and planning (first templates rendered) happen in the render stage, off
     # the event loop, and before anything touches Redis: a refused spec (or a full
     # stage) writes no key at all.
     planned = await stage.run(plan_submitted, Submitted(
         body.spec, body.variables, body.provider, body.script, idempotency_key))
-    if body.priority is not None:
-        planned = replace(planned, priority=body.priority)
+    planned = with_priority(planned, body.priority)
     await ensure_prepared(request.app)
     sid, created = await store.create_session(planned)
     record = await store.get_session(sid)

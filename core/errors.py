@@ -128,8 +128,8 @@ class IdempotencyConflict(Conflict):
         self.key = key
         super().__init__(
             f"idempotency key {key!r} was already used with a different request (another "
-            f"spec or other variables); a key stands for one request: use a new key for a "
-            f"new request")
+            f"spec, other variables or another priority); a key stands for one request: "
+            f"use a new key for a new request")
 
     def details(self) -> dict[str, object]:
         return {"key": self.key}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 from strands_durable.errors import SpecError
-from strands_durable.models import SessionStatus, StepJob, now_iso, now_ms
+from strands_durable.models import PRIORITY_DEFAULT, SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.patterns import PlanContext, planner_for
 from strands_durable.planning.advance import timeout_job, waiting_entry, waiting_reason
 from strands_durable.settings import Limits, current_limits
@@ -26,12 +27,25 @@ def spec_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def request_digest(spec_text: str, variables: dict[str, object]) -> str:
-    """What an idempotency key is bound to: the effective spec (overrides applied) and the
-    variables, so a repeat of the same request matches however the spec was sent (YAML
-    text, a JSON object, a file) and a different one does not."""
+def request_digest(spec_text: str, variables: dict[str, object],
+                   priority: int = PRIORITY_DEFAULT) -> str:
+    """What an idempotency key is bound to: the effective spec (overrides applied), the
+    variables and the priority, so a repeat of the same request matches however the spec
+    was sent (YAML text, a JSON object, a file) and a different one does not. The default
+    priority adds nothing: digests stored before priorities existed still match."""
     canonical = json.dumps(variables, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(f"{spec_text}\n{canonical}".encode()).hexdigest()[:32]
+    tail = "" if priority == PRIORITY_DEFAULT else f"\npriority={priority}"
+    return hashlib.sha256(f"{spec_text}\n{canonical}{tail}".encode()).hexdigest()[:32]
+
+
+def with_priority(new: NewSession, priority: int | None) -> NewSession:
+    """`new` submitted at `priority` (None: the default); an idempotency key is bound to
+    it too, so a repeat at another priority is a different request (409)."""
+    if priority is None or priority == new.priority:
+        return new
+    digest = (request_digest(new.spec_json, new.variables, priority)
+              if new.idempotency_key else "")
+    return replace(new, priority=priority, request_digest=digest)
 
 
 def stored_bytes(new: NewSession) -> int:

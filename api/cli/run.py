@@ -369,21 +369,19 @@ def submit(
     script_replace: ScriptReplaceOpt = False,
     idempotency_key: Annotated[str | None, typer.Option(
         help="Same key, same request, same session: a repeated submit prints the first "
-        "one; the key with a different spec or variables is refused (exit 2).",
+        "one; the key with a different spec, variables or priority is refused (exit 2).",
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
     priority: PriorityOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a workflow to the fleet; prints the session id alone (--json:
     {"session_id", "created"})."""
-    from dataclasses import replace
-
-    from strands_durable.sessions.start import new_session
+    from strands_durable.sessions.start import new_session, with_priority
 
     async def body(store: Store) -> tuple[str, bool]:
         # Loaded and planned before Redis is touched: a refused spec writes no key.
-        planned = replace(new_session(load(spec, var, provider, script, script_replace),
-                                      idempotency_key), priority=priority)
+        planned = with_priority(new_session(load(spec, var, provider, script, script_replace),
+                                            idempotency_key), priority)
         await store.prepare()
         return await store.create_session(planned)
 

@@ -63,6 +63,27 @@ async def test_same_idempotency_key_same_session(client: httpx.AsyncClient,
     assert len(await store.list_sessions()) == 2
 
 
+async def test_an_idempotency_key_is_bound_to_the_priority_too(
+        client: httpx.AsyncClient, store: Store) -> None:
+    body = {"spec": chain_spec(1)}
+    key = {"Idempotency-Key": "k-prio"}
+    first = await client.post("/v1/sessions", json={**body, "priority": 50}, headers=key)
+    again = await client.post("/v1/sessions", json={**body, "priority": 50}, headers=key)
+    assert first.status_code == 201 and again.status_code == 200
+    assert again.json()["session_id"] == first.json()["session_id"]
+    # The same spec and variables at another priority, or at none (the default): another
+    # request, refused rather than answered with a session at the wrong priority.
+    for other in ({**body, "priority": 1}, body):
+        err = error_of(await client.post("/v1/sessions", json=other, headers=key), 409)
+        assert err["code"] == "idempotency_key_reused" and "priority" in err["message"]
+    # The default priority written out is the same request as none.
+    plain = {"Idempotency-Key": "k-plain"}
+    first = await client.post("/v1/sessions", json=body, headers=plain)
+    again = await client.post("/v1/sessions", json={**body, "priority": 10}, headers=plain)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert len(await store.list_sessions()) == 2
+
+
 async def test_hitl_spec_starts_running(client: httpx.AsyncClient) -> None:
     r = await client.post("/v1/sessions", json={"spec": HITL})
     assert r.status_code == 201 and r.json()["status"] == "running"
