@@ -29,6 +29,9 @@ class LimitedLLM:
     throttled: int = 0
     peak_at_once: int = 0
     accepted_at: list[float] = field(default_factory=list)  # monotonic
+    # Set: accepted requests are answered; clear: they are held open until it is set
+    # (a drill that needs requests in flight at a moment of its choosing).
+    answering: threading.Event = field(default_factory=lambda: _set(threading.Event()))
     lock: threading.Lock = field(default_factory=threading.Lock)
     _starts: collections.deque[float] = field(default_factory=collections.deque)
     _in_flight: int = 0
@@ -55,6 +58,11 @@ class LimitedLLM:
     def done(self) -> None:
         with self.lock:
             self._in_flight -= 1
+
+
+def _set(event: threading.Event) -> threading.Event:
+    event.set()
+    return event
 
 
 def _events(model: str, text: str) -> Iterator[str]:
@@ -104,11 +112,14 @@ def limited_llm(**options: Any) -> Iterator[LimitedLLM]:
                 self.wfile.write(payload)
                 return
             try:
+                state.answering.wait()
                 time.sleep(state.delay_s)  # the model's latency (a server thread)
                 last = body["messages"][-1]["content"]
                 text = last if isinstance(last, str) else "".join(
                     part.get("text", "") for part in last)
                 _send_chunked(self, _events(body["model"], f"answer to {text[:40]}"))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the caller went away (a killed worker): nobody to answer
             finally:
                 state.done()
 
