@@ -45,6 +45,9 @@ STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
 # How long a follower's XREAD blocks before a keep-alive (and a check that the
 # session still exists); an app may lower it (tests do).
 DEFAULT_FOLLOW_BLOCK_MS = 5_000
+# A live follower looks at the session's status this often while nothing is written:
+# a session ends without a live entry, and its `end` frame should not wait long.
+LIVE_BLOCK_MS = 1_000
 
 
 def location(session_id: str) -> str:
@@ -144,6 +147,33 @@ async def events(
     docs = event_docs(await store.events(session_id, after=after or "-", count=limit))
     return EventPage(items=[EventOut.model_validate(d) for d in docs],
                      last_id=docs[-1]["id"] if docs else after)
+
+
+@router.get("/{session_id}/stream", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}},
+                             "description": "Server-sent events: the live stream's entries "
+                             "(attempt, text, tool, turn_end; data as LiveEntry) until the "
+                             "session ends, then `end`"}})
+async def stream(
+    session_id: SessionIdPath,
+    request: Request,
+    store: StoreDep,
+    after: Annotated[str | None, Query(pattern=STREAM_ID,
+                                       description="Only entries after this id")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID",
+                                                pattern=STREAM_ID)] = None,
+) -> StreamingResponse:
+    """What the session's models write, as they write it: text deltas (batched), the tools
+    they ask for, each turn's end, and each attempt of a step (with how many turns it
+    replays from its journal). A view of a running step, not its record: the committed
+    result is. Kept for DURABLE_LIVE_TTL_S after its last write, about DURABLE_LIVE_MAX
+    entries per session."""
+    await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
+    socket_ms = int(request.app.state.settings.redis_socket_timeout_s * 1000)
+    block_ms = max(100, min(LIVE_BLOCK_MS, socket_ms - 1000))
+    return StreamingResponse(
+        sse.live_stream(store, session_id, last_event_id or after or "0-0", block_ms),
+        media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
 @router.get("/{session_id}/artifacts", response_model=ArtifactList)

@@ -1,7 +1,8 @@
-"""Server-sent events for GET /v1/sessions/{id}/events?follow=1: one `event: <type>`
-frame per session event (its stream id as the SSE id, so a client reconnecting with
-Last-Event-ID resumes after it), keep-alive comments while nothing happens, and an
-`end` frame once the session has ended."""
+"""Server-sent events for GET /v1/sessions/{id}/events?follow=1 (one `event: <type>`
+frame per session event) and GET /v1/sessions/{id}/stream (one `event: <kind>` frame per
+live entry: model output as written): each frame's stream id is its SSE id, so a client
+reconnecting with Last-Event-ID resumes after it; keep-alive comments while nothing
+happens, and an `end` frame once the session has ended."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from strands_durable.api.errors import REDIS_DOWN, error_body
 from strands_durable.errors import SessionNotFound
 from strands_durable.sessions.history import Idle, event_doc, follow_events
+from strands_durable.sessions.live import follow_live
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.api")
@@ -52,6 +54,25 @@ async def event_stream(store: Store, session_id: str, after: str,
     except REDIS_DOWN as exc:
         # Headers are gone already: say so in the stream, then close it.
         log.warning("event stream of %s: Redis unreachable (%s)", session_id, exc)
+        yield frame(error_body("redis_unavailable", f"cannot reach Redis ({exc})"),
+                    event="error")
+
+
+async def live_stream(store: Store, session_id: str, after: str,
+                      block_ms: int) -> AsyncIterator[bytes]:
+    """The session's live stream as frames (`event: <kind>`, its stream id as the SSE
+    id) until the session has ended, then an `end` frame."""
+    yield b"retry: 2000\n\n"
+    try:
+        async for item in follow_live(store, session_id, after, block_ms=block_ms):
+            if isinstance(item, Idle):
+                yield KEEP_ALIVE
+                continue
+            yield frame(item.model_dump(), event=item.kind, event_id=item.id)
+        status = await _final_status(store, session_id)
+        yield frame({"session_id": session_id, "status": status}, event="end")
+    except REDIS_DOWN as exc:
+        log.warning("live stream of %s: Redis unreachable (%s)", session_id, exc)
         yield frame(error_body("redis_unavailable", f"cannot reach Redis ({exc})"),
                     event="error")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from rich.console import Console, Group
@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from strands_durable.models import SessionStatus, StepResult
+from strands_durable.sessions.live import LiveEntry
 from strands_durable.store.store import SessionRecord, Store
 
 MAX_ROWS = 30  # the latest steps shown; earlier ones are counted above the table
@@ -137,3 +138,43 @@ async def watch(store: Store, session_id: str, console: Console, *, poll_s: floa
     if not console.is_terminal:
         console.line()  # the final frame ends without a newline when not on a terminal
     return record, not ended
+
+
+# -- durable watch --tokens ----------------------------------------------------------
+def token_text(entry: LiveEntry) -> str:
+    """What `watch --tokens` prints for one live entry: the model's text as it is, a line
+    naming each attempt of a step (and the turns it replays rather than streams again),
+    the tools asked for, and a line break at each turn's end."""
+    if entry.kind == "attempt":
+        replayed = f", replaying {entry.replayed} turn(s) from its journal" \
+            if entry.replayed else ""
+        return f"\n--- {entry.step} (agent {entry.agent}, attempt {entry.attempt}{replayed})\n"
+    if entry.kind == "text":
+        return entry.text
+    if entry.kind == "tool":
+        return f"\n[tool: {entry.tool}]"
+    return "\n"
+
+
+async def watch_tokens(store: Store, session_id: str, write: Callable[[str], None], *,
+                       as_json: bool = False, timeout_s: float | None = None,
+                       block_ms: int = 500) -> tuple[SessionRecord, bool]:
+    """Print the session's live stream as it comes until the session stops running and
+    the stream is drained; returns its record and whether the timeout passed first."""
+    record = await store.get_session(session_id)  # SessionNotFound before any output
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    last = "0-0"
+    while True:
+        stopped = record.status != SessionStatus.RUNNING
+        entries = (await store.live_entries(session_id, last, 500) if stopped
+                   else await store.live_wait(session_id, last, 500, block_ms))
+        for entry_id, fields in entries:
+            last = entry_id
+            entry = LiveEntry.of(entry_id, fields)
+            if entry is not None:
+                write(entry.model_dump_json() + "\n" if as_json else token_text(entry))
+        if stopped and len(entries) < 500:
+            return record, False
+        if deadline is not None and time.monotonic() >= deadline:
+            return record, True
+        record = await store.get_session(session_id)

@@ -189,6 +189,16 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
     # A session's event stream keeps about this many of its newest events (XADD MAXLEN ~).
     events_max: int = Field(default=10_000, ge=100)
+    # Live streams (store/live.py): model output as it is written, for clients that follow
+    # a running step (GET /v1/sessions/{id}/stream, `durable watch --tokens`). Off: nothing
+    # is written; committed results and events are the same either way.
+    live_stream: bool = True
+    # A session's live stream keeps about this many of its newest entries (XADD MAXLEN ~).
+    live_max: int = Field(default=2_000, ge=10, le=1_000_000)
+    # A live stream expires this long after its last write.
+    live_ttl_s: int = Field(default=3_600, ge=1)
+    # Model output is gathered this long, then written in one round trip for all sessions.
+    live_flush_ms: int = Field(default=50, ge=1, le=5_000)
     # A worker silent this long is gone: the scheduler forgets its heartbeat and retires
     # its consumer from the groups once others re-claimed what it held.
     worker_retire_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)

@@ -59,6 +59,9 @@ class ScriptConfig(BaseModel):
 
     # A delay past the model timeout (DURABLE_MODEL_TIMEOUT_S) could only time out.
     delay_s: float = Field(default=0.0, ge=0.0, le=600.0, allow_inf_nan=False)
+    # A text reply streamed a word at a time, this long between words (0: at once), as a
+    # model writes: for following a step live (GET /v1/sessions/{id}/stream).
+    word_delay_s: float = Field(default=0.0, ge=0.0, le=10.0, allow_inf_nan=False)
     rules: tuple[ScriptRule, ...] = ()
 
     def rule_for(self, agent_id: str, prompt: str, turn: int = 1) -> ScriptRule | None:

@@ -209,6 +209,12 @@ class Keys:
     def artifacts(self, session_id: str) -> str:
         return f"{self._s(session_id)}:artifacts"
 
+    def live(self, session_id: str) -> str:
+        """The session's live stream (store/live.py): what its models write as they
+        write it, for clients that follow a step before it commits. Capped, and it
+        expires once nothing is written to it for a while."""
+        return f"{self._s(session_id)}:live"
+
     def journal(self, session_id: str, step: str) -> str:
         """A running step's journal: its model turns and tool results so far (a hash,
         fields m1.. and t1..), replayed when the step runs again, dropped at commit."""
@@ -244,6 +250,7 @@ class Keys:
             self.checkpoints(session_id),
             self.failed_jobs(session_id),
             self.held(session_id),
+            self.live(session_id),
         ]
 
     # -- global (never part of a commit) ---------------------------------------

@@ -5,8 +5,9 @@ only code that talks to Redis (store/*). Writes that must be atomic are Lua scri
 `Store` is the one door; its parts live beside it by concern: step_path.py (create,
 gate, commit, fail), streams.py (what workers read of the streams), session_reads.py,
 operator_writes.py (pause/resume/cancel, requeue, fork, delete), index_reads.py
-(scans of the indexes), fleet_reads.py (heartbeats, consumer groups, gauges) and
-failover.py (liveness beats, declarations of death, re-running a dead worker's entries).
+(scans of the indexes), fleet_reads.py (heartbeats, consumer groups, gauges),
+failover.py (liveness beats, declarations of death, re-running a dead worker's entries),
+capacity.py (provider capacity) and live.py (the live streams of model output).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from strands_durable.store.failover import FailoverOps
 from strands_durable.store.fleet_reads import FleetReads
 from strands_durable.store.index_reads import IndexReads
 from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.live import LiveBatch, LiveOps
 from strands_durable.store.locks import Lock, locked
 from strands_durable.store.operator_writes import OperatorWrites
 from strands_durable.store.records import (
@@ -47,7 +49,8 @@ from strands_durable.store.streams import StreamReads
 
 __all__ = [
     "DEFAULT_EVENTS_MAX", "GATE_FIELDS", "JSON_SEPARATORS", "AutoClaimed", "ClaimedEntries",
-    "CommitOutcome", "CommitRequest", "GateOutcome", "IndexEntry", "NewFork", "NewSession",
+    "CommitOutcome", "CommitRequest", "GateOutcome", "IndexEntry", "LiveBatch", "NewFork",
+    "NewSession",
     "RunningFields", "SessionRecord", "ShardCountChanged", "Store", "StreamEntry",
     "commit_bytes", "dumps",
 ]
@@ -58,7 +61,7 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps, CapacityOps):
+            FailoverOps, CapacityOps, LiveOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with; create groups."""
         recorded = await self.redis.hget(self.keys.config(), "shards")

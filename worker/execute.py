@@ -36,6 +36,7 @@ from strands_durable.worker.compaction import (
 )
 from strands_durable.worker.faults import CrashPoints
 from strands_durable.worker.journal import JournaledModel, StepJournal
+from strands_durable.worker.live import LiveModel, LivePublisher, attempt_started
 from strands_durable.worker.providers import ModelConfig, build_model
 from strands_durable.worker.system_prompt import system_prompt
 from strands_durable.worker.tools.durable_tool import JournaledTool
@@ -96,6 +97,8 @@ class StepExecutor:
         self.toolbox = Toolbox(settings)
         self.capacity = CapacityGate(store, settings)
         self.crash = crash or CrashPoints(settings.crash_at)
+        self.live = LivePublisher(store, settings.live_flush_ms / 1000, settings.live_max,
+                                  settings.live_ttl_s) if settings.live_stream else None
 
     def _model(self, cfg: ModelConfig) -> Any:
         # Provider clients hold connection pools: build one per distinct config.
@@ -115,6 +118,10 @@ class StepExecutor:
         run = run or StepRun()
         config = model_config(spec, job.agent)
         model: Model = self._limited(self._model(config), config, spec, job, run)
+        if self.live is not None:
+            replayed = sum(1 for name in run.journal if name.startswith("m"))
+            attempt_started(self.live, job, replayed)
+            model = LiveModel(model, self.live, job, first_turn=replayed + 1)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None
         if journal is not None:
@@ -216,3 +223,5 @@ class StepExecutor:
 
     async def close(self) -> None:
         await self.toolbox.close()
+        if self.live is not None:
+            await self.live.close()  # what is buffered goes out before the worker does

@@ -237,11 +237,14 @@ def load(spec: Path, var: list[str] | None, provider: str | None,
 
 def merge_scripts(own: ScriptConfig | None, given: ScriptConfig) -> ScriptConfig:
     """`given`'s rules first (the first rule that matches answers, so a file can
-    override one reply of the spec's), then the spec's; `given`'s delay_s if it sets one."""
+    override one reply of the spec's), then the spec's; `given`'s delay_s and
+    word_delay_s where it sets them."""
     if own is None:
         return given
     delay = given.delay_s if "delay_s" in given.model_fields_set else own.delay_s
-    return ScriptConfig(delay_s=delay, rules=given.rules + own.rules)
+    word_delay = (given.word_delay_s if "word_delay_s" in given.model_fields_set
+                  else own.word_delay_s)
+    return ScriptConfig(delay_s=delay, word_delay_s=word_delay, rules=given.rules + own.rules)
 
 
 def timeout_s(value: float | None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Annotated, Any
 
@@ -172,12 +173,28 @@ def watch(
     timeout: TimeoutOption = None,
     poll: Annotated[float, typer.Option(help="Seconds between reads.",
                                         callback=interval_s)] = 0.2,
+    tokens: Annotated[bool, typer.Option(
+        "--tokens", help="Print what the session's models write as they write it (the live "
+        "stream), one line per step attempt; with --json, one JSON entry per line.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Live progress of a session until it stops running; exit codes as `wait`
     (--json: no live view, the same document as `wait --json`)."""
     from strands_durable.api.watch import watch as do_watch
 
+    if tokens:
+        from strands_durable.api.watch import watch_tokens
+
+        def write(text: str) -> None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+        record, timed_out = run_async(with_store(lambda store: watch_tokens(
+            store, session_id, write, as_json=as_json, timeout_s=timeout)))
+        if not as_json:
+            sys.stdout.write("\n")
+        raise typer.Exit(wait_report(record, timed_out, timeout, as_json=False))
     if as_json:
         wait(session_id, timeout, poll, as_json=True)
     record, timed_out = run_async(with_store(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
@@ -88,12 +89,15 @@ class ScriptedModel(Model):
         if self.script.delay_s > 0:
             await asyncio.sleep(self.script.delay_s)
         answer = self.script.answer_for(self.agent_id, prompt, turn)
+        word_delay = self.script.word_delay_s
         if isinstance(answer, str):
-            events, said = _reply_events(answer), answer
+            events, said = _reply_events(answer, by_word=word_delay > 0), answer
         else:
             events = _tool_use_events(answer, _call_id_seed(prompt, turn))
             said = " ".join(f"{call.name} {json.dumps(call.input)}" for call in answer)
-        for event in events:
+        for n, event in enumerate(events):
+            if word_delay > 0 and n > 2 and "contentBlockDelta" in event:
+                await asyncio.sleep(word_delay)  # the next word, as a model writes it
             yield event
         input_tokens, output_tokens = count_words(prompt), count_words(said)
         latency_ms = int((time.perf_counter() - started) * 1000)
@@ -109,12 +113,16 @@ class ScriptedModel(Model):
         }
 
 
-def _reply_events(text: str) -> list[StreamEvent]:
-    """The Strands stream events of one assistant text message that ends the turn."""
+def _reply_events(text: str, by_word: bool = False) -> list[StreamEvent]:
+    """The Strands stream events of one assistant text message that ends the turn: its
+    text in one delta, or `by_word` a delta per word (each with its following space)."""
+    parts = re.findall(r"\S+\s*|\s+", text) if by_word and text else [text]
+    deltas: list[StreamEvent] = [{"contentBlockDelta": {"delta": {"text": part}}}
+                                 for part in parts]
     return [
         {"messageStart": {"role": "assistant"}},
         {"contentBlockStart": {"start": {}}},
-        {"contentBlockDelta": {"delta": {"text": text}}},
+        *deltas,
         {"contentBlockStop": {}},
         {"messageStop": {"stopReason": "end_turn"}},
     ]

@@ -1,0 +1,210 @@
+"""GET /v1/sessions/{id}/stream over real HTTP (uvicorn on a free port): a step's model
+output reaches the client while the step runs, before it commits. A local OpenAI-
+compatible server streams part of its reply, then holds the rest until the test has seen
+that part arrive (a condition, not a delay); the committed response is what the stream
+showed; Last-Event-ID resumes with no gap and no repeat; a session's live stream goes
+with the session; with DURABLE_LIVE_STREAM off nothing is written."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from helpers import send_chunked, serve_http
+from helpers.api import (
+    Frame,
+    error_of,
+    frames,
+    make_app,
+    submit,
+    uvicorn_server,
+    wait_status,
+)
+
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+
+FIRST, REST = ["Hello ", "wor"], ["ld", "!"]
+
+
+@dataclass
+class HeldLLM:
+    """Streams FIRST, waits for `go`, streams REST and the stop (OpenAI's wire)."""
+
+    go: threading.Event = field(default_factory=threading.Event)
+    requests: int = 0
+    port: int = 0
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> str:
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+@pytest.fixture
+def held(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
+    state = HeldLLM()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+            state.requests += 1
+
+            def body() -> Iterator[str]:
+                yield chunk(model, {"role": "assistant", "content": ""})
+                for part in FIRST:
+                    yield chunk(model, {"content": part})
+                state.go.wait(timeout=120)
+                for part in REST:
+                    yield chunk(model, {"content": part})
+                yield chunk(model, {}, "stop")
+                usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+                yield f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n"
+                yield "data: [DONE]\n\n"
+
+            send_chunked(self, "text/event-stream", body())
+
+    with serve_http(Handler, release=state.go) as port:
+        state.port = port
+        allow_provider_host("openai", state.url("/v1"))
+        yield state
+
+
+def spec(host: str) -> str:
+    return f"""
+version: 0
+name: live
+runtime: {{provider: openai, model_id: gpt-live, host: "{host}"}}
+agents: {{a: {{prompt: "You answer."}}}}
+pattern: {{type: chain, config: {{steps: [{{agent: a, input: "say hello"}}]}}}}
+"""
+
+
+@pytest.fixture
+async def http(settings: DurableSettings) -> AsyncIterator[httpx.AsyncClient]:
+    app: FastAPI = make_app(settings)
+    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
+                                                             timeout=60) as client:
+        yield client
+
+
+async def test_a_client_sees_the_reply_while_it_is_written(
+        http: httpx.AsyncClient, store: Store, consumer: StepConsumer, held: HeldLLM,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    sid = await submit(http, spec(held.url("/v1")))
+    seen: list[Frame] = []
+    committed_when_partial = None
+    async with http.stream("GET", f"/v1/sessions/{sid}/stream") as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        async for frame in frames(r):
+            if frame.comments:
+                continue
+            seen.append(frame)
+            text = "".join(f.data["text"] for f in seen if f.event == "text")
+            if text == "".join(FIRST) and committed_when_partial is None:
+                # Live: half the reply is here, the model holds the rest, nothing committed.
+                committed_when_partial = (await store.get_session(sid)).steps_committed
+                held.go.set()
+    assert committed_when_partial == 0
+    assert seen[-1].event == "end" and seen[-1].data == {"session_id": sid,
+                                                         "status": "completed"}
+    live = seen[:-1]
+    assert live[0].event == "attempt"
+    assert live[0].data | {"id": ""} == {
+        "id": "", "kind": "attempt", "step": "step:0", "attempt": 1, "agent": "a", "turn": 0,
+        "text": "", "tool": "", "stop": "", "replayed": 0}
+    assert live[-1].event == "turn_end" and live[-1].data["stop"] == "end_turn"
+    streamed = "".join(f.data["text"] for f in live if f.event == "text")
+    (result,) = await store.results(sid)
+    assert streamed == result.response == "Hello world!"
+    assert all(f.data["turn"] == 1 for f in live[1:])
+    ids = [f.id for f in live]
+    assert ids == [f.data["id"] for f in live] and ids == sorted(ids, key=_id_order)
+
+    # Resumed after the second frame: the rest, once each, then the end.
+    async with http.stream("GET", f"/v1/sessions/{sid}/stream",
+                           headers={"Last-Event-ID": str(ids[1])}) as r:
+        again = [f async for f in frames(r) if not f.comments]
+    assert [f.id for f in again[:-1]] == ids[2:] and again[-1].event == "end"
+
+    await store.delete_session(sid)
+    assert await store.redis.exists(store.keys.live(sid)) == 0
+
+
+def _id_order(entry_id: str | None) -> tuple[int, int]:
+    ms, _, seq = (entry_id or "0-0").partition("-")
+    return int(ms), int(seq or 0)
+
+
+@pytest.fixture
+def quiet_settings(settings: DurableSettings) -> DurableSettings:
+    return settings.model_copy(update={"live_stream": False})
+
+
+async def test_with_the_live_stream_off_nothing_is_written(
+        quiet_settings: DurableSettings, store: Store) -> None:
+    from helpers.api import asgi_client
+
+    worker = StepConsumer(quiet_settings, store)
+    await worker.start()
+    try:
+        async with asgi_client(make_app(quiet_settings)) as client:
+            sid = await submit(client, """
+version: 0
+name: quiet
+runtime: {provider: scripted}
+agents: {a: {prompt: "A."}}
+pattern: {type: chain, config: {steps: [{agent: a, input: "x"}]}}
+""")
+            await wait_status(client, sid, "completed")
+            r = await client.get(f"/v1/sessions/{sid}/stream")
+            assert r.status_code == 200
+            assert [f.event for f in _parse(r.text)] == ["end"]
+    finally:
+        await worker.stop(grace_s=0)
+    assert await store.redis.exists(store.keys.live(sid)) == 0
+
+
+def _parse(body: str) -> list[Frame]:
+    found = []
+    for block in body.split("\n\n"):
+        frame = Frame()
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            if name == "event":
+                frame.event = value
+            elif name == "data":
+                frame.data = json.loads(value)
+        if frame.data is not None:
+            found.append(frame)
+    return found
+
+
+async def test_an_unknown_session_is_404_before_any_stream(http: httpx.AsyncClient) -> None:
+    r = await http.get("/v1/sessions/00000000-0000-4000-8000-000000000000/stream")
+    assert error_of(r, 404)["code"] == "session_not_found"
+    r = await http.get("/v1/sessions/00000000-0000-4000-8000-000000000000/stream",
+                       headers={"Last-Event-ID": "not-an-id"})
+    assert r.status_code == 422
+

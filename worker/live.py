@@ -1,0 +1,145 @@
+"""Model output as it is written, for clients that follow a running step (issue 27):
+`LiveModel` watches a provider model's stream events and `LivePublisher` writes what it
+saw to the session's live stream (store/live.py), batched every DURABLE_LIVE_FLUSH_MS.
+
+Never on the commit's path: publishing only appends to a bounded buffer, and a writer
+task flushes it; a full buffer drops deltas (counted) rather than slow the model, and a
+failed write is logged and dropped. What a client reads is therefore a view, not the
+record: the committed result is. Each entry names its step, attempt, agent and model
+turn; an `attempt` entry opens every run of a step and says how many model turns it
+replays from its journal (those are not streamed again as new text).
+
+Entry kinds and their fields (all strings):
+- `attempt`: step, attempt, agent, replayed (model turns taken from the journal)
+- `text`: step, attempt, agent, turn, text (consecutive deltas of one turn joined)
+- `tool`: step, attempt, agent, turn, tool (a tool call the model asked for)
+- `turn_end`: step, attempt, agent, turn, stop (the provider's stop reason)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from strands.models.model import Model
+from strands.types.content import Messages
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+from strands_durable.models import StepJob
+from strands_durable.store.live import LiveBatch
+from strands_durable.store.store import Store
+from strands_durable.worker.model_wrapper import ModelWrapper
+
+log = logging.getLogger("durable.worker")
+
+MAX_PENDING = 10_000  # entries waiting for a flush, all sessions together
+
+
+@dataclass
+class LivePublisher:
+    """One per worker process: buffers entries per session, flushes them together."""
+
+    store: Store
+    flush_s: float = 0.05
+    maxlen: int = 2_000
+    ttl_s: int = 3_600
+    dropped: int = 0
+    _pending: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    _count: int = 0
+    _writer: asyncio.Task[None] | None = None
+
+    def publish(self, session_id: str, entry: dict[str, str]) -> None:
+        """Buffer `entry` for the session's live stream; never waits."""
+        entries = self._pending.setdefault(session_id, [])
+        last = entries[-1] if entries else None
+        if (entry["kind"] == "text" and last is not None and last["kind"] == "text"
+                and _same_turn(last, entry)):
+            last["text"] += entry["text"]  # one entry per turn and flush, not per token
+            return
+        if self._count >= MAX_PENDING and entry["kind"] == "text":
+            self.dropped += 1  # Redis is slow or away: the view thins, the step goes on
+            return
+        entries.append(dict(entry))
+        self._count += 1
+        self._start()
+
+    def _start(self) -> None:
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
+
+    async def _write_loop(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.flush_s)  # the batching window, by design
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write what is buffered now (also at shutdown)."""
+        pending, self._pending, self._count = self._pending, {}, 0
+        batches = [LiveBatch(sid, entries) for sid, entries in pending.items()]
+        try:
+            await self.store.live_append(batches, self.maxlen, self.ttl_s)
+        except Exception as exc:  # a view, not the record: the step must not notice
+            log.warning("live stream: %d entries not written (%r)",
+                        sum(len(b.entries) for b in batches), exc)
+
+    async def close(self) -> None:
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._writer
+        if self._pending:
+            await self.flush()
+
+
+def _same_turn(a: dict[str, str], b: dict[str, str]) -> bool:
+    return (a["step"], a["attempt"], a["turn"]) == (b["step"], b["attempt"], b["turn"])
+
+
+def step_fields(job: StepJob) -> dict[str, str]:
+    return {"step": job.key, "attempt": str(job.attempt), "agent": job.agent}
+
+
+def attempt_started(publisher: LivePublisher, job: StepJob, replayed_turns: int) -> None:
+    publisher.publish(job.session_id, {"kind": "attempt", **step_fields(job),
+                                       "replayed": str(replayed_turns)})
+
+
+class LiveModel(ModelWrapper):
+    """A provider model whose stream events are published as they pass, below the
+    journal: only turns asked of the provider now stream, not ones replayed."""
+
+    def __init__(self, inner: Model, publisher: LivePublisher, job: StepJob,
+                 first_turn: int) -> None:
+        super().__init__(inner)
+        self.publisher = publisher
+        self.session_id = job.session_id
+        self.base = step_fields(job)
+        self.turn = first_turn - 1
+
+    async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
+                     system_prompt: str | None = None,
+                     **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
+        self.turn += 1
+        where = {**self.base, "turn": str(self.turn)}
+        publish = self.publisher.publish
+        async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+            delta = event.get("contentBlockDelta")
+            if delta is not None:
+                text = delta["delta"].get("text")
+                if text:
+                    publish(self.session_id, {"kind": "text", **where, "text": text})
+            elif "contentBlockStart" in event:
+                tool = event["contentBlockStart"].get("start", {}).get("toolUse")
+                if tool:
+                    publish(self.session_id, {"kind": "tool", **where,
+                                              "tool": str(tool.get("name", ""))})
+            elif "messageStop" in event:
+                publish(self.session_id, {"kind": "turn_end", **where,
+                                          "stop": str(event["messageStop"].get("stopReason",
+                                                                               ""))})
+            yield event
