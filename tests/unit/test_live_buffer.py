@@ -1,0 +1,98 @@
+"""The live stream's buffer (worker/live.py) and how `watch --tokens` prints entries
+(api/watch.py), without Redis: consecutive text of one model turn becomes one entry per
+flush; a new turn, step or attempt starts a new one; a full buffer drops text, never
+the entries that mark attempts and turn ends; a failed write is dropped, not raised."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from strands_durable.api.watch import token_text
+from strands_durable.sessions.live import LiveEntry
+from strands_durable.store.live import LiveBatch
+from strands_durable.worker import live
+from strands_durable.worker.live import LivePublisher
+
+
+class Sink:
+    """Stands in for the store: records what one flush would write."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.batches: list[LiveBatch] = []
+        self.fail = fail
+
+    async def live_append(self, batches: Sequence[LiveBatch], maxlen: int, ttl_s: int
+                          ) -> None:
+        if self.fail:
+            raise ConnectionError("redis is away")
+        self.batches.extend(batches)
+
+
+def text(turn: int, words: str, step: str = "step:0", attempt: str = "1") -> dict[str, str]:
+    return {"kind": "text", "step": step, "attempt": attempt, "agent": "a",
+            "turn": str(turn), "text": words}
+
+
+async def test_text_of_one_turn_is_one_entry_per_flush() -> None:
+    sink = Sink()
+    publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
+    for word in ("one ", "two ", "three"):
+        publisher.publish("s1", text(1, word))
+    publisher.publish("s1", {"kind": "turn_end", "step": "step:0", "attempt": "1",
+                             "agent": "a", "turn": "1", "stop": "end_turn"})
+    publisher.publish("s1", text(2, "four"))
+    publisher.publish("s2", text(1, "other"))
+    publisher.publish("s1", text(1, "again", attempt="2"))
+    await publisher.close()
+    by_session = {b.session_id: [dict(e) for e in b.entries] for b in sink.batches}
+    assert [(e["kind"], e.get("text", "")) for e in by_session["s1"]] == [
+        ("text", "one two three"), ("turn_end", ""), ("text", "four"), ("text", "again")]
+    assert [e["text"] for e in by_session["s2"]] == ["other"]
+
+
+async def test_a_full_buffer_drops_text_but_keeps_the_markers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "MAX_PENDING", 2)
+    sink = Sink()
+    publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
+    publisher.publish("s1", text(1, "kept"))
+    publisher.publish("s2", text(1, "kept too"))
+    publisher.publish("s3", text(1, "dropped"))
+    publisher.publish("s3", {"kind": "attempt", "step": "step:0", "attempt": "1",
+                             "agent": "a", "replayed": "0"})
+    await publisher.close()
+    kinds = {b.session_id: [e["kind"] for e in b.entries] for b in sink.batches}
+    assert kinds == {"s1": ["text"], "s2": ["text"], "s3": ["attempt"]}
+    assert publisher.dropped == 1
+
+
+async def test_a_failed_write_is_dropped_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    publisher = LivePublisher(Sink(fail=True), flush_s=60)  # type: ignore[arg-type]
+    publisher.publish("s1", text(1, "lost"))
+    publisher.publish("s1", text(2, "lost too"))
+    await publisher.close()  # the step that published never sees the failure
+    assert "live stream: 2 entries not written" in caplog.text
+    assert "redis is away" in caplog.text
+
+
+def entry(**fields: Any) -> LiveEntry:
+    return LiveEntry(id="1-0", step="step:0", attempt=2, agent="a", **fields)
+
+
+def test_watch_tokens_prints_attempts_text_tools_and_turn_ends() -> None:
+    assert token_text(entry(kind="attempt", replayed=3)) == \
+        "\n--- step:0 (agent a, attempt 2, replaying 3 turn(s) from its journal)\n"
+    assert token_text(entry(kind="attempt")) == "\n--- step:0 (agent a, attempt 2)\n"
+    assert token_text(entry(kind="text", text="Hello")) == "Hello"
+    assert token_text(entry(kind="tool", tool="calculator")) == "\n[tool: calculator]"
+    assert token_text(entry(kind="turn_end", stop="end_turn")) == "\n"
+
+
+def test_an_entry_of_an_unknown_kind_is_left_out() -> None:
+    assert LiveEntry.of("1-0", {"kind": "future", "step": "s"}) is None
+    got = LiveEntry.of("1-0", {"kind": "text", "step": "s", "attempt": "1",
+                               "turn": "2", "text": "t"})
+    assert got is not None and (got.attempt, got.turn, got.text) == (1, 2, "t")
