@@ -30,6 +30,8 @@ class LiveEntry(BaseModel):
     stop: str = Field(default="", description="The provider's stop reason (turn_end).")
     replayed: int = Field(default=0, description="Model turns this attempt replays from "
                           "its journal instead of asking again (attempt).")
+    worker: str = Field(default="", description="The worker that runs it (attempt): a step "
+                        "run again after its worker died opens another attempt.")
 
     @classmethod
     def of(cls, entry_id: str, f: dict[str, str]) -> LiveEntry | None:
@@ -41,7 +43,7 @@ class LiveEntry(BaseModel):
                    attempt=int(f.get("attempt") or 0), agent=f.get("agent", ""),
                    turn=int(f.get("turn") or 0), text=f.get("text", ""),
                    tool=f.get("tool", ""), stop=f.get("stop", ""),
-                   replayed=int(f.get("replayed") or 0))
+                   replayed=int(f.get("replayed") or 0), worker=f.get("worker", ""))
 
 
 async def follow_live(store: Store, session_id: str, after: str = "0-0", *,

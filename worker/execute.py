@@ -120,7 +120,7 @@ class StepExecutor:
         model: Model = self._limited(self._model(config), config, spec, job, run)
         if self.live is not None:
             replayed = sum(1 for name in run.journal if name.startswith("m"))
-            attempt_started(self.live, job, replayed)
+            attempt_started(self.live, job, replayed, run.worker)
             model = LiveModel(model, self.live, job, first_turn=replayed + 1)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None

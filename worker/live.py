@@ -10,7 +10,8 @@ turn; an `attempt` entry opens every run of a step and says how many model turns
 replays from its journal (those are not streamed again as new text).
 
 Entry kinds and their fields (all strings):
-- `attempt`: step, attempt, agent, replayed (model turns taken from the journal)
+- `attempt`: step, attempt, agent, replayed (model turns taken from the journal), worker
+  (a step re-run after its worker died opens another `attempt`, from another worker)
 - `text`: step, attempt, agent, turn, text (consecutive deltas of one turn joined)
 - `tool`: step, attempt, agent, turn, tool (a tool call the model asked for)
 - `turn_end`: step, attempt, agent, turn, stop (the provider's stop reason)
@@ -104,9 +105,10 @@ def step_fields(job: StepJob) -> dict[str, str]:
     return {"step": job.key, "attempt": str(job.attempt), "agent": job.agent}
 
 
-def attempt_started(publisher: LivePublisher, job: StepJob, replayed_turns: int) -> None:
+def attempt_started(publisher: LivePublisher, job: StepJob, replayed_turns: int,
+                    worker: str) -> None:
     publisher.publish(job.session_id, {"kind": "attempt", **step_fields(job),
-                                       "replayed": str(replayed_turns)})
+                                       "replayed": str(replayed_turns), "worker": worker})
 
 
 class LiveModel(ModelWrapper):

@@ -8,16 +8,11 @@ with the session; with DURABLE_LIVE_STREAM off nothing is written."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from helpers import send_chunked, serve_http
 from helpers.api import (
     Frame,
     error_of,
@@ -27,6 +22,7 @@ from helpers.api import (
     uvicorn_server,
     wait_status,
 )
+from helpers.held_llm import FIRST, HeldLLM, held_llm
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
@@ -34,58 +30,9 @@ from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
 
-FIRST, REST = ["Hello ", "wor"], ["ld", "!"]
-
-
-@dataclass
-class HeldLLM:
-    """Streams FIRST, waits for `go`, streams REST and the stop (OpenAI's wire)."""
-
-    go: threading.Event = field(default_factory=threading.Event)
-    requests: int = 0
-    port: int = 0
-
-    def url(self, path: str = "") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-
-def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> str:
-    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return f"data: {json.dumps(body)}\n\n"
-
-
 @pytest.fixture
 def held(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
-    state = HeldLLM()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
-            state.requests += 1
-
-            def body() -> Iterator[str]:
-                yield chunk(model, {"role": "assistant", "content": ""})
-                for part in FIRST:
-                    yield chunk(model, {"content": part})
-                state.go.wait(timeout=120)
-                for part in REST:
-                    yield chunk(model, {"content": part})
-                yield chunk(model, {}, "stop")
-                usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
-                yield f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n"
-                yield "data: [DONE]\n\n"
-
-            send_chunked(self, "text/event-stream", body())
-
-    with serve_http(Handler, release=state.go) as port:
-        state.port = port
-        allow_provider_host("openai", state.url("/v1"))
+    with held_llm(allow_provider_host) as state:
         yield state
 
 
@@ -131,9 +78,10 @@ async def test_a_client_sees_the_reply_while_it_is_written(
                                                          "status": "completed"}
     live = seen[:-1]
     assert live[0].event == "attempt"
-    assert live[0].data | {"id": ""} == {
+    assert live[0].data["worker"] == consumer.name
+    assert live[0].data | {"id": "", "worker": ""} == {
         "id": "", "kind": "attempt", "step": "step:0", "attempt": 1, "agent": "a", "turn": 0,
-        "text": "", "tool": "", "stop": "", "replayed": 0}
+        "text": "", "tool": "", "stop": "", "replayed": 0, "worker": ""}
     assert live[-1].event == "turn_end" and live[-1].data["stop"] == "end_turn"
     streamed = "".join(f.data["text"] for f in live if f.event == "text")
     (result,) = await store.results(sid)

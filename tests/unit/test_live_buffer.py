@@ -62,7 +62,7 @@ async def test_a_full_buffer_drops_text_but_keeps_the_markers(
     publisher.publish("s2", text(1, "kept too"))
     publisher.publish("s3", text(1, "dropped"))
     publisher.publish("s3", {"kind": "attempt", "step": "step:0", "attempt": "1",
-                             "agent": "a", "replayed": "0"})
+                             "agent": "a", "replayed": "0", "worker": "w1"})
     await publisher.close()
     kinds = {b.session_id: [e["kind"] for e in b.entries] for b in sink.batches}
     assert kinds == {"s1": ["text"], "s2": ["text"], "s3": ["attempt"]}

@@ -1,0 +1,75 @@
+"""A local OpenAI-compatible server that streams part of its reply and holds the rest
+until the test says `go` (a condition a test waits on, never a delay): for following a
+step's output while it is written, and for killing a worker mid-reply."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from helpers import send_chunked, serve_http
+
+FIRST, REST = ["Hello ", "wor"], ["ld", "!"]
+
+
+@dataclass
+class HeldLLM:
+    """Streams FIRST, waits for `go`, streams REST and the stop (OpenAI's wire)."""
+
+    go: threading.Event = field(default_factory=threading.Event)
+    asked: threading.Event = field(default_factory=threading.Event)  # a request came
+    requests: int = 0
+    port: int = 0
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> str:
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+@contextmanager
+def held_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
+    """The server, its URL allowed as an OpenAI host; `go` is set when it stops."""
+    state = HeldLLM()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+            state.requests += 1
+            state.asked.set()
+
+            def body() -> Iterator[str]:
+                yield chunk(model, {"role": "assistant", "content": ""})
+                for part in FIRST:
+                    yield chunk(model, {"content": part})
+                state.go.wait(timeout=120)
+                for part in REST:
+                    yield chunk(model, {"content": part})
+                yield chunk(model, {}, "stop")
+                usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+                yield f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n"
+                yield "data: [DONE]\n\n"
+
+            # A killed worker's request finds nobody to answer.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                send_chunked(self, "text/event-stream", body())
+
+    with serve_http(Handler, release=state.go) as port:
+        state.port = port
+        allow_provider_host("openai", state.url("/v1"))
+        yield state
