@@ -1,7 +1,8 @@
 """`durable` as a new user meets it, run as real processes on a private local store
 (a real redis-server in DURABLE_HOME): piped tables keep ids whole, `--json` on every
 command (errors too), `--version`, `validate`, `--script` merged, the token table,
-`sessions delete` confirmation, and on a pseudo-terminal the progress line and folding."""
+`sessions delete` confirmation, and on a pseudo-terminal the progress line (with what the
+running step's model has written so far) and folding."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 from helpers import EXAMPLES, REPO, StepBreakpoints
+from helpers.held_llm import FIRST, held_llm
 from local_store import DURABLE, RUN_TIMEOUT_S, LocalHome, private_home
 
 GRAPH = EXAMPLES / "graph-code-review-loop.yaml"
@@ -219,6 +221,28 @@ def test_on_a_terminal_a_progress_line_and_folded_ids(home: LocalHome,
     assert code == 0 and "…" not in screen
     cells = "".join(re.findall(r"^│ ?([0-9a-f-]+)", screen, flags=re.MULTILINE))
     assert sid.group(1) in cells  # folded over lines, every character there
+
+
+def test_on_a_terminal_the_progress_line_shows_what_the_model_writes(
+        home: LocalHome, tmp_path: Path,
+        allow_provider_host: Callable[[str, str], None]) -> None:
+    # The model writes half its reply and holds the rest until that half is on the
+    # screen: seen while the step runs, whatever the machine's speed.
+    with held_llm(allow_provider_host) as held:
+        spec = tmp_path / "live.yaml"
+        spec.write_text(f"""
+version: 0
+name: live
+runtime: {{provider: openai, model_id: gpt-live, host: "{held.url('/v1')}"}}
+agents: {{writer: {{prompt: "You write."}}}}
+pattern: {{type: chain, config: {{steps: [{{agent: writer, input: "say hello"}}]}}}}
+""")
+        code, screen = on_terminal(
+            home, "run", spec, release=[(": " + "".join(FIRST), held.go.set)],
+            OPENAI_API_KEY="test-key", DURABLE_OPENAI_HOSTS=held.url("/v1"))
+    assert code == 0, screen
+    assert "running step:0 writer " in screen and ": Hello wor" in screen
+    assert "Hello world!" in screen  # the committed step, printed as always
 
 
 def on_terminal(home: LocalHome, *args: str | Path, answer: bytes = b"",
