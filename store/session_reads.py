@@ -60,6 +60,11 @@ class SessionReads(StoreBase):
                                        block=block_ms)
         return [entry for _, batch in reply or [] for entry in as_entries(batch)]
 
+    async def conversation_lanes(self, session_id: str) -> list[str]:
+        """The session's conversation lanes (an agent's own, or a spec's named lane)."""
+        return sorted(as_str(m) for m in await self.redis.smembers(
+            self.keys.conversations(session_id)))
+
     async def conversation(self, session_id: str, lane: str, window: int = 0,
                            prefetched: tuple[int, list[str]] | None = None
                            ) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """One session in the console: its status document, timeline, pattern shape, events
-(live over SSE), artifacts and checkpoints, and the forms that act on it (pause,
-resume, cancel, requeue, answer, fork), each calling the operation the API calls."""
+(live over SSE), what its models write as they write it (the live stream, over SSE),
+artifacts and checkpoints, and the forms that act on it (pause, resume, cancel, requeue,
+answer, fork), each calling the operation the API calls."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ from strands_durable.api.console.common import (
     read_form,
     session_id_of,
 )
-from strands_durable.api.console.views import shape, timeline
+from strands_durable.api.console.views import conversation_view, shape, timeline
 from strands_durable.api.deps import get_store
-from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, STREAM_ID
+from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, LIVE_BLOCK_MS, STREAM_ID
 from strands_durable.models import EventType
 from strands_durable.sessions import control
 from strands_durable.sessions.checkpoints import (
@@ -34,6 +35,7 @@ from strands_durable.sessions.history import event_docs
 from strands_durable.sessions.requeue import requeue
 from strands_durable.sessions.status import session_status
 from strands_durable.spec.loader import parse_var_args
+from strands_durable.spec.model import parse_spec
 from strands_durable.store.keys import check_name
 
 router = APIRouter(prefix="/ui/sessions", include_in_schema=False)
@@ -94,6 +96,49 @@ async def feed(request: Request, sid: str) -> Response:
         return PlainTextResponse("after: not an event id", status_code=422)
     block_ms = getattr(request.app.state, "follow_block_ms", DEFAULT_FOLLOW_BLOCK_MS)
     return StreamingResponse(sse.event_stream(store, checked, after, block_ms),
+                             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+
+
+CONVERSATION_WINDOW = 400  # newest messages shown per lane
+
+
+@router.get("/{sid}/conversation")
+async def conversation(request: Request, sid: str) -> Response:
+    """Per agent (its conversation lane), the conversation its model saw and answered,
+    from what is committed: the agent's prompt as the spec writes it, then each message
+    since the lane's latest compaction (a compaction's summary included)."""
+    async def work(user: ConsoleUser) -> Response:
+        checked = session_id_of(sid)
+        store = get_store(request)
+        doc = await session_status(store, checked)
+        spec = parse_spec(await store.spec_json(checked))
+        lanes = []
+        for lane in await store.conversation_lanes(checked):
+            agent = spec.agents.get(lane)
+            messages = await store.conversation(checked, lane, CONVERSATION_WINDOW)
+            lanes.append({"name": lane, "prompt": agent.prompt if agent else "",
+                          "messages": conversation_view(messages)})
+        return page(request, "conversation.html", doc=doc, lanes=lanes,
+                    window=CONVERSATION_WINDOW)
+    return await guarded(request, work)
+
+
+@router.get("/{sid}/stream")
+async def stream(request: Request, sid: str) -> Response:
+    """The session's live stream (what its models write) as server-sent events: the API's
+    GET /v1/sessions/{id}/stream, cookie-signed."""
+    try:
+        auth.current_user(request)
+    except SignInRequired:
+        return PlainTextResponse("sign in first", status_code=401)
+    checked = session_id_of_or_404(sid)
+    store = get_store(request)
+    if checked is None or not await store.exists(checked):
+        return PlainTextResponse("no such session", status_code=404)
+    after = request.headers.get("last-event-id") or "0-0"
+    if not re.fullmatch(STREAM_ID, after):
+        return PlainTextResponse("Last-Event-ID: not an entry id", status_code=422)
+    return StreamingResponse(sse.live_stream(store, checked, after, LIVE_BLOCK_MS),
                              media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 

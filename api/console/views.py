@@ -4,6 +4,7 @@ is tested from data; the templates only lay them out (Jinja2 escapes every field
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,3 +49,57 @@ def shape(pattern_type: str, view: Mapping[str, Any]) -> Shape:
     except (AttributeError, TypeError, ValueError):
         # A state written by an older version: show it rather than fail the page.
         return raw_shape(f"{pattern_type} (raw state)", view)
+
+
+# -- the conversation view --------------------------------------------------------------
+FOLD_CHARS = 2_000  # a block longer than this is folded (the page shows its start)
+
+
+@dataclass(frozen=True)
+class BlockView:
+    kind: str  # text | tool_use | tool_result | other
+    title: str
+    body: str
+    folded: bool
+
+
+@dataclass(frozen=True)
+class MessageView:
+    role: str
+    blocks: tuple[BlockView, ...]
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, default=str,
+                                                           ensure_ascii=False)
+
+
+def _block(block: Mapping[str, Any]) -> BlockView:
+    if "text" in block:
+        body, kind, title = str(block["text"]), "text", ""
+    elif "toolUse" in block:
+        use = block["toolUse"] or {}
+        kind, title = "tool_use", f"tool call {use.get('name', '?')} ({use.get('toolUseId', '')})"
+        body = _as_text(use.get("input", {}))
+    elif "toolResult" in block:
+        result = block["toolResult"] or {}
+        kind = "tool_result"
+        title = f"tool result ({result.get('toolUseId', '')}): {result.get('status', '')}"
+        body = "\n".join(_as_text(part.get("text", part.get("json", part)))
+                         for part in result.get("content", []) if isinstance(part, Mapping))
+    else:
+        kind, title, body = "other", ", ".join(sorted(block)), _as_text(block)
+    return BlockView(kind, title, body, folded=len(body) > FOLD_CHARS)
+
+
+def conversation_view(messages: Sequence[Mapping[str, Any]]) -> list[MessageView]:
+    """Each committed message of a conversation lane as the page shows it: its role and
+    its blocks (text, the tools the model called with their input, what they returned),
+    long ones folded. Anything unexpected is shown as its JSON, never dropped."""
+    views = []
+    for message in messages:
+        content = message.get("content")
+        blocks = [_block(b) for b in content if isinstance(b, Mapping)] \
+            if isinstance(content, list) else [BlockView("other", "", _as_text(content), False)]
+        views.append(MessageView(str(message.get("role", "?")), tuple(blocks)))
+    return views

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import REPO, StepBreakpoints, wait_for
 from helpers.api import HITL, chain_spec, wait_status
-from helpers.console import TOKEN, Console, sign_in
+from helpers.console import TOKEN, Console, no_dialogs, sign_in
 from playwright.async_api import Page, expect
 
 from strands_durable.store.keys import CONSUMER_GROUP
@@ -49,18 +49,6 @@ async def submit(console: Console, spec: str, **body: Any) -> str:
     assert r.status_code == 201, r.text
     sid: str = r.json()["session_id"]
     return sid
-
-
-def no_dialogs(page: Page) -> list[str]:
-    """Every alert() the page opens (an injected script would): the test asserts none."""
-    seen: list[str] = []
-
-    async def on_dialog(dialog: Any) -> None:
-        seen.append(dialog.message)
-        await dialog.dismiss()
-
-    page.on("dialog", on_dialog)
-    return seen
 
 
 async def test_sign_in_then_watch_a_session_complete_live(console: Console, page: Page,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from playwright.async_api import Page
@@ -32,3 +33,15 @@ async def sign_in(page: Page, url: str, next_path: str = "/ui") -> None:
     await page.get_by_label("API token").fill(TOKEN)
     await page.get_by_role("button", name="Sign in").click()
     await page.wait_for_url(f"{url}{next_path}*")
+
+
+def no_dialogs(page: Page) -> list[str]:
+    """Every alert() the page opens (an injected script would): the test asserts none."""
+    seen: list[str] = []
+
+    async def on_dialog(dialog: Any) -> None:
+        seen.append(dialog.message)
+        await dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    return seen

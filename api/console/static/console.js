@@ -62,9 +62,51 @@ function followSession(live) {
   });
 }
 
+function followModelOutput(box) {
+  // One block per run of a step (its `attempt` entry): a heading, then the text as it
+  // comes. Text only ever goes in with textContent.
+  var source = new EventSource(box.dataset.feed);
+  var state = document.getElementById("output-state");
+  var current = {};  // step -> the <pre> its latest run writes into
+  function block(d) {
+    var empty = document.getElementById("output-empty");
+    if (empty) empty.remove();
+    var head = document.createElement("h3");
+    head.textContent = d.step + " · " + d.agent + " · attempt " + d.attempt +
+      (d.worker ? " on " + d.worker : "") +
+      (d.replayed ? " · " + d.replayed + " turn(s) replayed from its journal" : "");
+    var pre = document.createElement("pre");
+    pre.className = "model-text";
+    pre.dataset.step = d.step;
+    box.appendChild(head);
+    box.appendChild(pre);
+    current[d.step] = pre;
+    return pre;
+  }
+  function target(d) { return current[d.step] || block(d); }
+  source.addEventListener("attempt", function (e) { block(JSON.parse(e.data)); });
+  source.addEventListener("text", function (e) {
+    var d = JSON.parse(e.data);
+    target(d).appendChild(document.createTextNode(d.text));
+  });
+  source.addEventListener("tool", function (e) {
+    var d = JSON.parse(e.data);
+    target(d).appendChild(document.createTextNode("\n[tool: " + d.tool + "]\n"));
+  });
+  source.addEventListener("turn_end", function (e) {
+    target(JSON.parse(e.data)).appendChild(document.createTextNode("\n"));
+  });
+  source.addEventListener("end", function () {
+    source.close();
+    state.textContent = "(session ended; the committed results are in the timeline)";
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
   var live = document.getElementById("live");
   if (live && live.dataset.feed) followSession(live);
+  var output = document.getElementById("model-output");
+  if (output && output.dataset.feed) followModelOutput(output);
   var counts = document.getElementById("counts");
   if (counts) setInterval(function () { refresh(counts); }, 3000);
 });
