@@ -32,6 +32,8 @@ class LiveEntry(BaseModel):
                           "its journal instead of asking again (attempt).")
     worker: str = Field(default="", description="The worker that runs it (attempt): a step "
                         "run again after its worker died opens another attempt.")
+    at_ms: int = Field(default=0, description="When the model wrote the first of its text, "
+                       "ms since the epoch (text).")
 
     @classmethod
     def of(cls, entry_id: str, f: dict[str, str]) -> LiveEntry | None:
@@ -43,7 +45,8 @@ class LiveEntry(BaseModel):
                    attempt=int(f.get("attempt") or 0), agent=f.get("agent", ""),
                    turn=int(f.get("turn") or 0), text=f.get("text", ""),
                    tool=f.get("tool", ""), stop=f.get("stop", ""),
-                   replayed=int(f.get("replayed") or 0), worker=f.get("worker", ""))
+                   replayed=int(f.get("replayed") or 0), worker=f.get("worker", ""),
+                   at_ms=int(f.get("at_ms") or 0))
 
 
 async def follow_live(store: Store, session_id: str, after: str = "0-0", *,

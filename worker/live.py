@@ -12,7 +12,8 @@ replays from its journal (those are not streamed again as new text).
 Entry kinds and their fields (all strings):
 - `attempt`: step, attempt, agent, replayed (model turns taken from the journal), worker
   (a step re-run after its worker died opens another `attempt`, from another worker)
-- `text`: step, attempt, agent, turn, text (consecutive deltas of one turn joined)
+- `text`: step, attempt, agent, turn, text (consecutive deltas of one turn joined),
+  at_ms (when its first delta was written: clients can tell how late they read it)
 - `tool`: step, attempt, agent, turn, tool (a tool call the model asked for)
 - `turn_end`: step, attempt, agent, turn, stop (the provider's stop reason)
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,19 @@ MAX_PENDING = 10_000  # entries waiting for a flush, all sessions together
 
 
 @dataclass
+class _Text:
+    """A text entry being gathered: one per model turn and flush, not one per token."""
+
+    where: dict[str, str]  # the turn's fields; the same object for all of one turn
+    at_ms: int
+    parts: list[str]
+
+    def fields(self) -> dict[str, str]:
+        return {"kind": "text", **self.where, "text": "".join(self.parts),
+                "at_ms": str(self.at_ms)}
+
+
+@dataclass
 class LivePublisher:
     """One per worker process: buffers entries per session, flushes them together."""
 
@@ -50,22 +65,29 @@ class LivePublisher:
     maxlen: int = 2_000
     ttl_s: int = 3_600
     dropped: int = 0
-    _pending: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    _pending: dict[str, list[dict[str, str] | _Text]] = field(default_factory=dict)
     _count: int = 0
     _writer: asyncio.Task[None] | None = None
 
-    def publish(self, session_id: str, entry: dict[str, str]) -> None:
-        """Buffer `entry` for the session's live stream; never waits."""
-        entries = self._pending.setdefault(session_id, [])
-        last = entries[-1] if entries else None
-        if (entry["kind"] == "text" and last is not None and last["kind"] == "text"
-                and _same_turn(last, entry)):
-            last["text"] += entry["text"]  # one entry per turn and flush, not per token
-            return
-        if self._count >= MAX_PENDING and entry["kind"] == "text":
+    def text(self, session_id: str, where: dict[str, str], text: str) -> None:
+        """Buffer a text delta of the turn `where` (called per token: kept cheap)."""
+        entries = self._pending.get(session_id)
+        if entries:
+            last = entries[-1]
+            if isinstance(last, _Text) and last.where is where:
+                last.parts.append(text)
+                return
+        if self._count >= MAX_PENDING:
             self.dropped += 1  # Redis is slow or away: the view thins, the step goes on
             return
-        entries.append(dict(entry))
+        self._add(session_id, _Text(where, int(time.time() * 1000), [text]))
+
+    def publish(self, session_id: str, entry: dict[str, str]) -> None:
+        """Buffer a marker entry (attempt, tool, turn_end); never waits, never dropped."""
+        self._add(session_id, dict(entry))
+
+    def _add(self, session_id: str, entry: dict[str, str] | _Text) -> None:
+        self._pending.setdefault(session_id, []).append(entry)
         self._count += 1
         self._start()
 
@@ -81,7 +103,8 @@ class LivePublisher:
     async def flush(self) -> None:
         """Write what is buffered now (also at shutdown)."""
         pending, self._pending, self._count = self._pending, {}, 0
-        batches = [LiveBatch(sid, entries) for sid, entries in pending.items()]
+        batches = [LiveBatch(sid, [e.fields() if isinstance(e, _Text) else e for e in entries])
+                   for sid, entries in pending.items()]
         try:
             await self.store.live_append(batches, self.maxlen, self.ttl_s)
         except Exception as exc:  # a view, not the record: the step must not notice
@@ -95,10 +118,6 @@ class LivePublisher:
                 await self._writer
         if self._pending:
             await self.flush()
-
-
-def _same_turn(a: dict[str, str], b: dict[str, str]) -> bool:
-    return (a["step"], a["attempt"], a["turn"]) == (b["step"], b["attempt"], b["turn"])
 
 
 def step_fields(job: StepJob) -> dict[str, str]:
@@ -128,20 +147,18 @@ class LiveModel(ModelWrapper):
                      **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
         self.turn += 1
         where = {**self.base, "turn": str(self.turn)}
-        publish = self.publisher.publish
+        publish, add_text, sid = self.publisher.publish, self.publisher.text, self.session_id
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             delta = event.get("contentBlockDelta")
             if delta is not None:
                 text = delta["delta"].get("text")
                 if text:
-                    publish(self.session_id, {"kind": "text", **where, "text": text})
+                    add_text(sid, where, text)
             elif "contentBlockStart" in event:
                 tool = event["contentBlockStart"].get("start", {}).get("toolUse")
                 if tool:
-                    publish(self.session_id, {"kind": "tool", **where,
-                                              "tool": str(tool.get("name", ""))})
+                    publish(sid, {"kind": "tool", **where, "tool": str(tool.get("name", ""))})
             elif "messageStop" in event:
-                publish(self.session_id, {"kind": "turn_end", **where,
-                                          "stop": str(event["messageStop"].get("stopReason",
-                                                                               ""))})
+                stop = str(event["messageStop"].get("stopReason", ""))
+                publish(sid, {"kind": "turn_end", **where, "stop": stop})
             yield event

@@ -81,7 +81,7 @@ async def test_a_client_sees_the_reply_while_it_is_written(
     assert live[0].data["worker"] == consumer.name
     assert live[0].data | {"id": "", "worker": ""} == {
         "id": "", "kind": "attempt", "step": "step:0", "attempt": 1, "agent": "a", "turn": 0,
-        "text": "", "tool": "", "stop": "", "replayed": 0, "worker": ""}
+        "text": "", "tool": "", "stop": "", "replayed": 0, "worker": "", "at_ms": 0}
     assert live[-1].event == "turn_end" and live[-1].data["stop"] == "end_turn"
     streamed = "".join(f.data["text"] for f in live if f.event == "text")
     (result,) = await store.results(sid)

@@ -31,26 +31,27 @@ class Sink:
         self.batches.extend(batches)
 
 
-def text(turn: int, words: str, step: str = "step:0", attempt: str = "1") -> dict[str, str]:
-    return {"kind": "text", "step": step, "attempt": attempt, "agent": "a",
-            "turn": str(turn), "text": words}
+def turn(n: int, step: str = "step:0", attempt: str = "1") -> dict[str, str]:
+    """A model turn's fields: LiveModel passes the same object for all of one turn."""
+    return {"step": step, "attempt": attempt, "agent": "a", "turn": str(n)}
 
 
 async def test_text_of_one_turn_is_one_entry_per_flush() -> None:
     sink = Sink()
     publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
+    first, second, other, again = turn(1), turn(2), turn(1), turn(1, attempt="2")
     for word in ("one ", "two ", "three"):
-        publisher.publish("s1", text(1, word))
-    publisher.publish("s1", {"kind": "turn_end", "step": "step:0", "attempt": "1",
-                             "agent": "a", "turn": "1", "stop": "end_turn"})
-    publisher.publish("s1", text(2, "four"))
-    publisher.publish("s2", text(1, "other"))
-    publisher.publish("s1", text(1, "again", attempt="2"))
+        publisher.text("s1", first, word)
+    publisher.publish("s1", {"kind": "turn_end", **first, "stop": "end_turn"})
+    publisher.text("s1", second, "four")
+    publisher.text("s2", other, "other")
+    publisher.text("s1", again, "again")
     await publisher.close()
     by_session = {b.session_id: [dict(e) for e in b.entries] for b in sink.batches}
     assert [(e["kind"], e.get("text", "")) for e in by_session["s1"]] == [
         ("text", "one two three"), ("turn_end", ""), ("text", "four"), ("text", "again")]
     assert [e["text"] for e in by_session["s2"]] == ["other"]
+    assert by_session["s1"][0]["turn"] == "1" and int(by_session["s1"][0]["at_ms"]) > 0
 
 
 async def test_a_full_buffer_drops_text_but_keeps_the_markers(
@@ -58,9 +59,9 @@ async def test_a_full_buffer_drops_text_but_keeps_the_markers(
     monkeypatch.setattr(live, "MAX_PENDING", 2)
     sink = Sink()
     publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
-    publisher.publish("s1", text(1, "kept"))
-    publisher.publish("s2", text(1, "kept too"))
-    publisher.publish("s3", text(1, "dropped"))
+    publisher.text("s1", turn(1), "kept")
+    publisher.text("s2", turn(1), "kept too")
+    publisher.text("s3", turn(1), "dropped")
     publisher.publish("s3", {"kind": "attempt", "step": "step:0", "attempt": "1",
                              "agent": "a", "replayed": "0", "worker": "w1"})
     await publisher.close()
@@ -71,8 +72,8 @@ async def test_a_full_buffer_drops_text_but_keeps_the_markers(
 
 async def test_a_failed_write_is_dropped_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     publisher = LivePublisher(Sink(fail=True), flush_s=60)  # type: ignore[arg-type]
-    publisher.publish("s1", text(1, "lost"))
-    publisher.publish("s1", text(2, "lost too"))
+    publisher.text("s1", turn(1), "lost")
+    publisher.text("s1", turn(2), "lost too")
     await publisher.close()  # the step that published never sees the failure
     assert "live stream: 2 entries not written" in caplog.text
     assert "redis is away" in caplog.text

@@ -1,0 +1,248 @@
+"""Live streams (issue 27), two rows:
+
+1. Worker CPU per step and commit latency with the live stream on vs off: an in-process
+   worker runs one-step sessions whose `scripted` model writes a 100-word reply a word at
+   a time (100 stream events a step); the same sessions, the same model, the runs
+   alternating off/on so machine noise falls on both. What it depends on: the words per
+   reply (deltas to look at), the flush window (DURABLE_LIVE_FLUSH_MS: round trips), the
+   concurrency (how many sessions share one flush).
+
+2. Fan-out: one `durable api` process, 20 running sessions on one worker process, 5 SSE
+   clients on each session's GET /v1/sessions/{id}/stream (100 in all). Delta-to-client
+   latency is from the moment a word was written by the model (the entry's `at_ms`, the
+   first word gathered into it) to the moment a client read the entry: it includes the
+   flush window, the XADD, the API's XREAD and the HTTP hop. API CPU and RSS printed.
+
+    python -m bench.streaming [--sessions 200] [--rounds 3] [--clients 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.latency import percentile, wait_done
+from bench.procs import arq_bin, clean_env
+from bench.redis_server import free_port, start_redis
+from bench.throughput import BenchError, fresh_prefix
+from strands_durable.sessions.start import start_session
+from strands_durable.settings import DurableSettings
+from strands_durable.spec.loader import load_spec_text
+from strands_durable.store.connect import open_store
+from strands_durable.store.store import CommitOutcome, CommitRequest, Store
+from strands_durable.worker.consumer import StepConsumer
+
+REPLY = " ".join(f"word{n}" for n in range(100))
+
+
+def spec_text(word_delay_s: float, name: str = "stream-bench") -> str:
+    return f"""
+version: 0
+name: {name}
+runtime:
+  provider: scripted
+  script: {{word_delay_s: {word_delay_s}, rules: [{{reply: "{REPLY}"}}]}}
+agents: {{a: {{prompt: "You write."}}}}
+pattern: {{type: chain, config: {{steps: [{{agent: a, input: "go {{{{ n }}}}"}}]}}}}
+"""
+
+
+# -- row 1: CPU with the live stream on vs off ---------------------------------------
+async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int
+                  ) -> tuple[float, float]:
+    """(worker CPU ms per step, commit p50 ms) of one run."""
+    settings = DurableSettings(redis_url=redis_url, key_prefix=fresh_prefix("stream"),
+                               live_stream=live, worker_concurrency=concurrency,
+                               worker_adaptive_concurrency=False)
+    store = open_store(settings)
+    await store.prepare()
+    commits: list[float] = []
+    commit = store.commit
+
+    async def timed(req: CommitRequest, take_next: int = 0) -> CommitOutcome:
+        started = time.perf_counter()
+        try:
+            return await commit(req, take_next)
+        finally:
+            commits.append((time.perf_counter() - started) * 1000)
+
+    store.commit = timed  # type: ignore[method-assign]
+    text = spec_text(0.0001)
+    for n in range(sessions):
+        await start_session(store, load_spec_text(text, "bench.yaml", {"n": str(n)}))
+    consumer = StepConsumer(settings, store)
+    cpu0 = time.process_time()
+    await consumer.start()
+    try:
+        await wait_done(store, sessions, 600, "streaming sessions")
+        cpu = time.process_time() - cpu0
+    finally:
+        await consumer.stop(grace_s=5)
+        await store.close()
+    return cpu * 1000 / sessions, percentile(commits, 50)
+
+
+async def cpu_row(sessions: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    redis = start_redis()
+    try:
+        runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        for _ in range(rounds):
+            for live in (False, True):
+                runs[live].append(await one_run(redis.url, live, sessions, concurrency))
+    finally:
+        redis.stop()
+    off_cpu = statistics.median(c for c, _ in runs[False])
+    on_cpu = statistics.median(c for c, _ in runs[True])
+    return {"sessions": sessions, "rounds": rounds, "concurrency": concurrency,
+            "cpu_ms_per_step_off": round(off_cpu, 3), "cpu_ms_per_step_on": round(on_cpu, 3),
+            "cpu_ratio": round(on_cpu / off_cpu, 3),
+            "commit_p50_ms_off": round(statistics.median(p for _, p in runs[False]), 3),
+            "commit_p50_ms_on": round(statistics.median(p for _, p in runs[True]), 3),
+            "runs": {"off": runs[False], "on": runs[True]}}
+
+
+# -- row 2: 100 SSE clients on one API process ----------------------------------------
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def follow(client: httpx.AsyncClient, sid: str, latencies: list[float]) -> int:
+    """Read the session's live stream to its end; the latency of each text entry."""
+    entries = 0
+    async with client.stream("GET", f"/v1/sessions/{sid}/stream") as r:
+        event = ""
+        async for line in r.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "text":
+                at_ms = json.loads(line[6:])["at_ms"]
+                latencies.append(time.time() * 1000 - at_ms)
+                entries += 1
+    return entries
+
+
+async def fanout_row(sessions: int, clients: int, words_s: float, logdir: Path
+                     ) -> dict[str, Any]:
+    redis = start_redis()
+    prefix = fresh_prefix("fanout")
+    env = clean_env(DURABLE_REDIS_URL=redis.url, DURABLE_KEY_PREFIX=prefix,
+                    DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(sessions * 2))
+    port = free_port()
+    logdir.mkdir(parents=True, exist_ok=True)
+    api = subprocess.Popen([sys.executable, "-m", "strands_durable.api.cli", "api",
+                            "--host", "127.0.0.1", "--port", str(port)], env=env,
+                           stdout=(logdir / "api.log").open("wb"), stderr=subprocess.STDOUT)
+    worker = subprocess.Popen([*arq_bin(), "strands_durable.worker.WorkerSettings"], env=env,
+                              stdout=(logdir / "worker.log").open("wb"),
+                              stderr=subprocess.STDOUT)
+    store: Store | None = None
+    try:
+        base = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=base, timeout=120,
+                                     limits=httpx.Limits(max_connections=clients + 10)) as http:
+            async def answering() -> bool:
+                try:
+                    return (await http.get("/healthz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await until(answering, 60, "durable api")
+            settings = DurableSettings(redis_url=redis.url, key_prefix=prefix)
+            store = open_store(settings)
+            await store.prepare()
+            # Each session writes 100 words `words_s` apart: ~100 x words_s seconds of text.
+            text = spec_text(words_s, "fanout")
+            sids = [(await start_session(store, load_spec_text(text, "f.yaml",
+                                                               {"n": str(n)})))[0]
+                    for n in range(sessions)]
+            latencies: list[float] = []
+            cpu0 = cpu_s(api.pid)
+            started = time.monotonic()
+            counts = await asyncio.gather(*(follow(http, sids[i % sessions], latencies)
+                                            for i in range(clients)))
+            seconds = time.monotonic() - started
+            api_cpu = cpu_s(api.pid) - cpu0
+            api_rss = rss_mb(api.pid)
+    finally:
+        for proc in (api, worker):
+            proc.kill()
+            proc.wait(timeout=30)
+        if store is not None:
+            await store.close()
+        redis.stop()
+    if not latencies:
+        raise BenchError("no text entry reached a client")
+    return {"sessions": sessions, "clients": clients, "word_delay_s": words_s,
+            "entries_read": sum(counts), "seconds": round(seconds, 2),
+            "latency_p50_ms": round(percentile(latencies, 50), 1),
+            "latency_p95_ms": round(percentile(latencies, 95), 1),
+            "api_cpu_s": round(api_cpu, 2), "api_cpu_share": round(api_cpu / seconds, 3),
+            "api_rss_mb": round(api_rss, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--fanout-sessions", type=int, default=20)
+    parser.add_argument("--word-delay-s", type=float, default=0.05)
+    parser.add_argument("--logdir", type=Path, default=Path("/tmp/bench-streaming"))
+    parser.add_argument("--rows", default="cpu,fanout", help="which rows (comma-separated)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = set(args.rows.split(","))
+    cpu = asyncio.run(cpu_row(args.sessions, args.rounds, args.concurrency)) \
+        if "cpu" in rows else None
+    fan = asyncio.run(fanout_row(args.fanout_sessions, args.clients, args.word_delay_s,
+                                 args.logdir)) if "fanout" in rows else None
+    if args.json:
+        print(json.dumps({"cpu": cpu, "fanout": fan}, indent=2))
+        return 0
+    if cpu is not None:
+            print(f"live stream, worker CPU: {cpu['cpu_ms_per_step_on']} ms/step on vs "
+              f"{cpu['cpu_ms_per_step_off']} off = {cpu['cpu_ratio']}x (target <= 1.05x); "
+              f"commit p50 {cpu['commit_p50_ms_on']} ms on vs {cpu['commit_p50_ms_off']} "
+              f"off ({cpu['sessions']} one-step sessions, 100 words a step, concurrency "
+              f"{cpu['concurrency']}, median of {cpu['rounds']} alternating runs)")
+    if fan is not None:
+        print(f"live stream, fan-out: {fan['clients']} SSE clients on {fan['sessions']} "
+              f"running sessions, one API process: delta-to-client p50 "
+              f"{fan['latency_p50_ms']} ms, p95 {fan['latency_p95_ms']} ms (target <= 100); "
+              f"{fan['entries_read']} entries read in {fan['seconds']} s; API CPU "
+              f"{fan['api_cpu_s']} s ({fan['api_cpu_share']:.0%} of a core), RSS "
+              f"{fan['api_rss_mb']} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
