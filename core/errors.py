@@ -204,6 +204,24 @@ class ProviderError(Unavailable):
     code = "provider_error"
 
 
+class ProviderStreamCutShort(Unavailable):
+    """A model's reply stream ended cleanly (no error, no broken connection) before the
+    provider's stop event: what came may be a part of the reply, so it is no reply. A
+    transient error (worker/providers/transient.py): the turn is asked again, and the
+    step fails naming this cause when the retries run out."""
+
+    code = "provider_error"  # a provider's fault, as ProviderError's (not a new kind of answer)
+
+    def __init__(self, provider: str, model_id: str | None = None) -> None:
+        self.provider = provider
+        self.model_id = model_id
+        which = f"{provider}, model {model_id}" if model_id else provider
+        super().__init__(f"the model's reply stream ended before its stop event ({which})")
+
+    def details(self) -> dict[str, object]:
+        return {"provider": self.provider, "model_id": self.model_id}
+
+
 class StepFailed(Unavailable):
     """A step's execution failed; `retryable` says if the durable retry policy applies."""
 

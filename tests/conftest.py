@@ -40,6 +40,7 @@ SLOW_MODULES = {
     "attack/test_redis_tls_acl.py", "attack/test_redteam.py", "attack/test_run_isolation.py",
     "integration/test_adaptive_slots.py", "integration/test_bench_inflight.py",
     "integration/test_capacity.py", "integration/test_capacity_wait_budget.py",
+    "integration/test_cut_short_replies.py",
     "integration/test_capacity_fair_share.py", "integration/test_cli_output.py",
     "integration/test_gemini_http.py", "integration/test_local_store.py",
     "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",

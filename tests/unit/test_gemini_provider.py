@@ -45,8 +45,8 @@ def _cfg(**settings: Any) -> ModelConfig:
 
 def test_defaults_are_strands_clis(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_API_KEY", "k")
-    model: Any = build_model(_cfg())
-    assert type(model).__name__ == "GeminiModel"
+    model: Any = build_model(_cfg()).inner  # the provider's own, its turns checked
+    assert "GeminiModel" in {klass.__name__ for klass in type(model).__mro__}
     assert model.get_config()["model_id"] == "gemini-2.5-flash"
     assert model.get_config()["params"] == {}  # unset: Gemini's own defaults
     # The SDK reads the key itself; our options only pin one attempt per call.
@@ -58,7 +58,7 @@ def test_inference_params_and_host_map_as_strands_cli_maps_them(
     monkeypatch.setenv("GEMINI_API_KEY", "k")
     model: Any = build_model(_cfg(model_id="gemini-2.5-pro", temperature=0.7, top_p=0.9,
                                   max_tokens=2048, host="http://proxy:8080"),
-                              policy=ProviderPolicy(gemini_hosts="http://proxy:8080"))
+                             policy=ProviderPolicy(gemini_hosts="http://proxy:8080")).inner
     config = model.get_config()
     assert config["model_id"] == "gemini-2.5-pro"
     assert config["params"] == {"temperature": 0.7, "top_p": 0.9, "max_output_tokens": 2048}

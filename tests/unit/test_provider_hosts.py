@@ -204,13 +204,13 @@ def test_a_keyless_model_built_for_a_public_host_connects_through_the_guard() ->
     model: Any = build_model(ModelConfig(provider="ollama", agent_id="a", model_id="m",
                                          host="https://models.example.com"), ProviderPolicy())
     guarded_type = type(guarded_async_transport(Reach((), "X")))
-    assert isinstance(model.client_args["transport"], guarded_type)
+    assert isinstance(model.inner.client_args["transport"], guarded_type)
     llama: Any = build_model(ModelConfig(provider="llamacpp", agent_id="a",
                                          host="https://models.example.com"), ProviderPolicy())
-    assert isinstance(llama.client._transport, guarded_type)
+    assert isinstance(llama.inner.client._transport, guarded_type)
     plain: Any = build_model(ModelConfig(provider="llamacpp", agent_id="a",
                                          host="http://localhost:8080"), ProviderPolicy())
-    assert not isinstance(plain.client._transport, guarded_type)
+    assert not isinstance(plain.inner.client._transport, guarded_type)
 
 
 def test_every_provider_with_a_host_has_a_setting_and_a_kind() -> None:

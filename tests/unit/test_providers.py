@@ -11,6 +11,7 @@ import pytest
 from strands_durable.errors import DurableError, ProviderError
 from strands_durable.provider_policy import ProviderPolicy
 from strands_durable.spec.script import ScriptConfig, ScriptRule
+from strands_durable.worker.model_wrapper import StopChecked
 from strands_durable.worker.providers import (
     SUPPORTED_PROVIDERS,
     ModelConfig,
@@ -33,6 +34,19 @@ def _needs(module: str) -> Any:
     )
 
 
+def _built(cfg: ModelConfig, **kwargs: Any) -> Any:
+    """The provider's own model, which `build_model` wraps (its turns checked for their
+    stop event)."""
+    model = build_model(cfg, **kwargs)
+    assert isinstance(model, StopChecked)
+    return model.inner
+
+
+def _is_a(model: Any, class_name: str) -> bool:
+    """`model` is (a subclass of) the Strands class of that name."""
+    return class_name in {klass.__name__ for klass in type(model).__mro__}
+
+
 @pytest.fixture(autouse=True)
 def _openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
@@ -43,10 +57,10 @@ def _openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @_needs("boto3")
 def test_bedrock() -> None:
-    model: Any = build_model(
+    model: Any = _built(
         _cfg("bedrock", model_id="anthropic.claude", region="eu-west-1", **SAMPLING)
     )
-    assert type(model).__name__ == "BedrockModel"
+    assert _is_a(model, "BedrockModel")
     config = model.get_config()
     assert config["model_id"] == "anthropic.claude"
     assert {k: config[k] for k in SAMPLING} == SAMPLING
@@ -55,7 +69,7 @@ def test_bedrock() -> None:
 
 @_needs("boto3")
 def test_bedrock_host_is_the_endpoint_url() -> None:
-    model: Any = build_model(
+    model: Any = _built(
         _cfg("bedrock", model_id="m", region="us-east-1", host="https://vpce.example.com"),
         policy=ProviderPolicy(bedrock_hosts="https://vpce.example.com"),
     )
@@ -64,9 +78,9 @@ def test_bedrock_host_is_the_endpoint_url() -> None:
 
 @_needs("openai")
 def test_openai() -> None:
-    model: Any = build_model(_cfg("openai", model_id="gpt-4o", host="http://h:1/v1", **SAMPLING),
-                             policy=ProviderPolicy(openai_hosts="http://h:1"))
-    assert type(model).__name__ == "OpenAIModel"
+    model: Any = _built(_cfg("openai", model_id="gpt-4o", host="http://h:1/v1", **SAMPLING),
+                        policy=ProviderPolicy(openai_hosts="http://h:1"))
+    assert _is_a(model, "OpenAIModel")
     config = model.get_config()  # Strands may add context_window_limit for known models
     assert (config["model_id"], config["params"]) == ("gpt-4o", SAMPLING)
     # the key stays with the SDK (read from the environment), retries stay with us
@@ -75,7 +89,7 @@ def test_openai() -> None:
 
 @_needs("openai")
 def test_openai_without_host_uses_the_sdk_default_url() -> None:
-    model: Any = build_model(_cfg("openai", model_id="gpt-4o"))
+    model: Any = _built(_cfg("openai", model_id="gpt-4o"))
     assert model.client_args == {"max_retries": 0}
     assert model.get_config()["params"] == {}
 
@@ -89,9 +103,9 @@ def test_openai_without_api_key_is_a_clear_error(monkeypatch: pytest.MonkeyPatch
 
 @_needs("anthropic")
 def test_anthropic() -> None:
-    model: Any = build_model(_cfg("anthropic", model_id="claude-x", host="http://h:2", **SAMPLING),
-                             policy=ProviderPolicy(anthropic_hosts="http://h:2"))
-    assert type(model).__name__ == "AnthropicModel"
+    model: Any = _built(_cfg("anthropic", model_id="claude-x", host="http://h:2", **SAMPLING),
+                        policy=ProviderPolicy(anthropic_hosts="http://h:2"))
+    assert _is_a(model, "AnthropicModel")
     config = model.get_config()
     assert (config["model_id"], config["max_tokens"]) == ("claude-x", 77)
     assert config["params"] == {"temperature": 0.2, "top_p": 0.9}
@@ -101,36 +115,36 @@ def test_anthropic() -> None:
 
 @_needs("anthropic")
 def test_anthropic_max_tokens_defaults_to_4096() -> None:
-    model: Any = build_model(_cfg("anthropic", model_id="claude-x"))
+    model: Any = _built(_cfg("anthropic", model_id="claude-x"))
     assert model.get_config()["max_tokens"] == 4096
     assert model.get_config()["params"] == {}
 
 
 @_needs("ollama")
 def test_ollama() -> None:
-    model: Any = build_model(_cfg("ollama", model_id="llama3", host="http://h:3", **SAMPLING))
-    assert type(model).__name__ == "OllamaModel"
+    model: Any = _built(_cfg("ollama", model_id="llama3", host="http://h:3", **SAMPLING))
+    assert _is_a(model, "OllamaModel")
     assert model.get_config() == {"model_id": "llama3", **SAMPLING}
     assert model.host == "http://h:3"
 
 
 def test_llamacpp() -> None:
-    model: Any = build_model(_cfg("llamacpp", host="http://h:4", **SAMPLING))
-    assert type(model).__name__ == "LlamaCppModel"
+    model: Any = _built(_cfg("llamacpp", host="http://h:4", **SAMPLING))
+    assert _is_a(model, "LlamaCppModel")
     assert model.get_config() == {"model_id": "default", "params": SAMPLING}
     assert model.base_url == "http://h:4"
 
 
 @_needs("litellm")
 def test_litellm() -> None:
-    model: Any = build_model(_cfg("litellm", model_id="openai/gpt-4o", host="http://h:5"),
-                             policy=ProviderPolicy(litellm_hosts="http://h:5"))
-    assert type(model).__name__ == "LiteLLMModel"
+    model: Any = _built(_cfg("litellm", model_id="openai/gpt-4o", host="http://h:5"),
+                        policy=ProviderPolicy(litellm_hosts="http://h:5"))
+    assert _is_a(model, "LiteLLMModel")
     assert model.client_args == {"api_base": "http://h:5"}
 
 
 def test_scripted_defaults_to_an_empty_script() -> None:
-    model = build_model(_cfg("scripted"))
+    model = _built(_cfg("scripted"))
     assert isinstance(model, ScriptedModel)
     assert model.get_config() == {"agent_id": "writer", "script": ScriptConfig()}
 

@@ -5,6 +5,11 @@ One module per provider, named as the provider (bedrock.py, openai.py, ...), eac
 spec's validation accepts. A provider's SDK is an optional extra, imported only when
 that provider builds a model; a missing SDK becomes a `ProviderError` that says which
 extra to install. `is_transient` decides which provider errors are worth retrying.
+
+Every model `build_model` makes is `StopChecked` (worker/model_wrapper.py): a reply
+stream that ends before its stop event is a transient `ProviderStreamCutShort`, never a
+reply; a provider whose Strands class makes a stop up where the wire had none watches
+the wire itself (openai.py, gemini.py, ollama.py, llamacpp.py).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from strands_durable.spec.provider_hosts import (
     model_problem,
     region_problem,
 )
+from strands_durable.worker.model_wrapper import StopChecked
 from strands_durable.worker.providers.config import Builder, ModelConfig
 from strands_durable.worker.providers.transient import is_transient
 
@@ -37,10 +43,11 @@ BUILDERS: dict[str, Builder] = {
 SUPPORTED_PROVIDERS: tuple[str, ...] = PROVIDERS
 
 
-def build_model(cfg: ModelConfig, policy: ProviderPolicy | None = None) -> Model:
-    """A fresh Strands model for `cfg`; raises `ProviderError` on any config problem,
-    and on a host or region the provider host policy does not allow (the same decision
-    as at submit: a spec that reached Redis some other way is held to it here)."""
+def build_model(cfg: ModelConfig, policy: ProviderPolicy | None = None) -> StopChecked:
+    """A fresh Strands model for `cfg` (the provider's, as `.inner`, its every turn
+    checked for its stop event); raises `ProviderError` on any config problem, and on a
+    host or region the provider host policy does not allow (the same decision as at
+    submit: a spec that reached Redis some other way is held to it here)."""
     build = BUILDERS.get(cfg.provider)
     if build is None:
         raise ProviderError(
@@ -58,4 +65,12 @@ def build_model(cfg: ModelConfig, policy: ProviderPolicy | None = None) -> Model
     problem = model_problem(cfg.provider, cfg.model_id, cfg.host)
     if problem is not None:
         raise ProviderError(f"agent {cfg.agent_id!r}: model_id: {problem}")
-    return build(replace(cfg, guarded=verdict.guarded))
+    model = build(replace(cfg, guarded=verdict.guarded))
+    return StopChecked(model, cfg.provider, cfg.model_id or _model_id(model))
+
+
+def _model_id(model: Model) -> str | None:
+    """The model id a provider's class chose itself (Gemini's default), if any."""
+    config = model.get_config()
+    model_id = config.get("model_id") if isinstance(config, dict) else None
+    return model_id if isinstance(model_id, str) and model_id else None

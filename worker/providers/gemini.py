@@ -3,10 +3,15 @@ model id defaults to gemini-2.5-flash and max_tokens is Gemini's max_output_toke
 
 The SDK (google-genai) reads the key itself, GOOGLE_API_KEY before GEMINI_API_KEY, so it
 never enters our config. The endpoint is the spec's `host`, else the SDK's own
-GOOGLE_GEMINI_BASE_URL, else Google's (a proxy, or a local fake in the tests)."""
+GOOGLE_GEMINI_BASE_URL, else Google's (a proxy, or a local fake in the tests).
+
+Strands reports a stream that ended without a `finishReason` as a whole reply; here the
+client's streams must end with one (or with a blocked prompt's `blockReason`, a whole
+answer too), or they end in `ProviderStreamCutShort` (worker/providers/sdk.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, cast
 
@@ -14,7 +19,7 @@ from strands.models.model import Model
 
 from strands_durable.errors import ProviderError
 from strands_durable.worker.providers.config import ModelConfig, sampling
-from strands_durable.worker.providers.sdk import load_class
+from strands_durable.worker.providers.sdk import StopWatched, Watched, load_class
 
 __all__ = ["GEMINI_DEFAULT_MODEL_ID", "GEMINI_KEY_VARIABLES", "build"]
 
@@ -25,7 +30,7 @@ GEMINI_KEY_VARIABLES: tuple[str, ...] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 
 def build(cfg: ModelConfig) -> Model:
-    cls = load_class(cfg, "strands.models.gemini", "GeminiModel", "gemini")
+    cls = _finish_watched(load_class(cfg, "strands.models.gemini", "GeminiModel", "gemini"))
     # The SDK would only complain when the first step calls it: fail at build time.
     if not any(os.environ.get(name) for name in GEMINI_KEY_VARIABLES):
         raise ProviderError(
@@ -50,3 +55,28 @@ def build(cfg: ModelConfig) -> Model:
             params=params,
         ),
     )
+
+
+@functools.cache
+def _finish_watched(base: type[Any]) -> type[Any]:
+    """Strands' GeminiModel class `base`, its streams watched for a `finishReason`."""
+
+    class FinishWatchedGeminiModel(base):
+        def _get_client(self) -> Any:
+            model_id = str(self.config.get("model_id") or "") or None
+
+            def watch(stream: Any, _request: dict[str, Any]) -> Any:
+                return StopWatched(stream, _finished, "gemini", model_id)
+
+            return Watched(super()._get_client(), ("aio", "models", "generate_content_stream"),
+                           watch)
+
+    return FinishWatchedGeminiModel
+
+
+def _finished(chunk: Any) -> bool:
+    """A GenerateContentResponse that ends its candidate, or refuses the prompt."""
+    feedback = getattr(chunk, "prompt_feedback", None)
+    return bool(getattr(feedback, "block_reason", None)) or any(
+        getattr(candidate, "finish_reason", None)
+        for candidate in getattr(chunk, "candidates", None) or ())

@@ -1,20 +1,34 @@
-"""OpenAI, or any OpenAI-compatible server at `host` (extra: openai)."""
+"""OpenAI, or any OpenAI-compatible server at `host` (extra: openai).
+
+Strands reports a chat-completions stream that ended without a `finish_reason` as a
+whole reply (`end_turn`); here its client's streams must carry one, or they end in
+`ProviderStreamCutShort` (worker/providers/sdk.py). The SDK itself stops at `[DONE]`
+and says nothing when it is missing; a stream that gave its `finish_reason` and then
+lost its usage chunk or `[DONE]` lost nothing of the reply."""
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from strands.models.model import Model
 
 from strands_durable.errors import ProviderError
 from strands_durable.worker.providers.config import ModelConfig, sampling
-from strands_durable.worker.providers.sdk import load_class, require_model_id
+from strands_durable.worker.providers.sdk import (
+    StopWatched,
+    Watched,
+    load_class,
+    require_model_id,
+)
 
 
 def build(cfg: ModelConfig) -> Model:
     require_model_id(cfg)
-    cls = load_class(cfg, "strands.models.openai", "OpenAIModel", "openai")
+    cls = _finish_watched(load_class(cfg, "strands.models.openai", "OpenAIModel", "openai"))
     # The SDK reads OPENAI_API_KEY itself (the key never enters our config); it would
     # only complain at the first request, so fail at build time with a clear message.
     if not os.environ.get("OPENAI_API_KEY"):
@@ -27,3 +41,29 @@ def build(cfg: ModelConfig) -> Model:
     if cfg.host:
         client_args["base_url"] = cfg.host
     return cast(Model, cls(client_args=client_args, model_id=cfg.model_id, params=sampling(cfg)))
+
+
+@functools.cache
+def _finish_watched(base: type[Any]) -> type[Any]:
+    """Strands' OpenAIModel class `base`, its streams watched for a `finish_reason`."""
+
+    class FinishWatchedOpenAIModel(base):
+        @asynccontextmanager
+        async def _get_client(self) -> AsyncIterator[Any]:
+            model_id = str(self.config.get("model_id") or "") or None
+
+            def watch(response: Any, request: dict[str, Any]) -> Any:
+                if not request.get("stream"):
+                    return response
+                return StopWatched(response, _finished, "openai", model_id)
+
+            async with super()._get_client() as client:
+                yield Watched(client, ("chat", "completions", "create"), watch)
+
+    return FinishWatchedOpenAIModel
+
+
+def _finished(chunk: Any) -> bool:
+    """A ChatCompletionChunk that ends its choice (any choice: Strands reads the first)."""
+    return any(getattr(choice, "finish_reason", None)
+               for choice in getattr(chunk, "choices", None) or ())

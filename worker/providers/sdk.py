@@ -1,19 +1,28 @@
 """Loading a provider's Strands model class, whose SDK is an optional extra: it is
-imported only when a model is built, and a missing SDK says which extra to install."""
+imported only when a model is built, and a missing SDK says which extra to install.
+
+And watching a provider's wire for its stop event, where Strands' class would make one
+up: Strands turns a stream that ended without OpenAI's `finish_reason` or Gemini's
+`finishReason` into a `messageStop` of `end_turn`, so a reply cut short would pass for a
+whole one. `Watched` wraps the SDK's client so that its stream of chunks is `StopWatched`:
+it raises `ProviderStreamCutShort` where it ends without a chunk that carries the stop,
+inside Strands' own loop. worker/model_wrapper.py's `StopChecked` covers the providers
+whose missing stop Strands does not hide."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 
-from strands_durable.errors import ProviderError
+from strands_durable.errors import ProviderError, ProviderStreamCutShort
 from strands_durable.provider_policy import host_setting
 from strands_durable.worker.providers.config import ModelConfig
 from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
 
-__all__ = ["guarded_transport", "load_class", "require_model_id"]
+__all__ = ["StopWatched", "Watched", "guarded_transport", "load_class", "require_model_id"]
 
 
 def require_model_id(cfg: ModelConfig) -> None:
@@ -44,3 +53,62 @@ def guarded_transport(cfg: ModelConfig) -> httpx.AsyncHTTPTransport:
     listed host never gets here."""
     return guarded_async_transport(Reach((), host_setting(cfg.provider)),
                                    strip_credentials=True)
+
+
+class Watched:
+    """`target` as it is, but for the coroutine method at `path` (attribute names from
+    `target`), whose result goes through `wrap(result, the call's keyword arguments)`."""
+
+    def __init__(self, target: Any, path: tuple[str, ...],
+                 wrap: Callable[[Any, dict[str, Any]], Any]) -> None:
+        self._target = target
+        self._path = path
+        self._wrap = wrap
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_target" not in self.__dict__:
+            raise AttributeError(name)
+        value = getattr(self._target, name)
+        if name != self._path[0]:
+            return value
+        if len(self._path) > 1:
+            return Watched(value, self._path[1:], self._wrap)
+        method: Callable[..., Awaitable[Any]] = value
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return self._wrap(await method(*args, **kwargs), kwargs)
+
+        return call
+
+
+class StopWatched:
+    """An SDK's stream of reply chunks that raises `ProviderStreamCutShort` if it ends
+    before a chunk `is_stop` accepts; iterated again after a stop (Strands reads the usage
+    that follows), it goes on where it was. Anything else is the stream's own."""
+
+    def __init__(self, stream: Any, is_stop: Callable[[Any], bool], provider: str,
+                 model_id: str | None) -> None:
+        self._stream = stream
+        self._chunks: AsyncIterator[Any] = aiter(stream)
+        self._is_stop = is_stop
+        self._stopped = False
+        self._provider = provider
+        self._model_id = model_id
+
+    def __aiter__(self) -> StopWatched:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await anext(self._chunks)
+        except StopAsyncIteration:
+            if not self._stopped:
+                raise ProviderStreamCutShort(self._provider, self._model_id) from None
+            raise
+        self._stopped = self._stopped or self._is_stop(chunk)
+        return chunk
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_stream" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._stream, name)

@@ -1,7 +1,9 @@
 """Which provider errors are worth retrying in place (the caller owns the retry loop;
 see worker/agent_call.py), and which are permanent, so that the step fails at once
 instead of spending the durable retries on them: matched by HTTP status, AWS error code,
-or class name, so the checks work whether or not a provider's SDK is installed."""
+or class name, so the checks work whether or not a provider's SDK is installed. A reply
+stream that ended before its stop event (`ProviderStreamCutShort`, worker/model_wrapper.py)
+is transient too."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from strands_durable.errors import ProviderError
+from strands_durable.errors import ProviderError, ProviderStreamCutShort
 
 __all__ = ["Throttle", "is_transient", "permanent_cause", "throttle_of"]
 
@@ -133,6 +135,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _is_transient_one(exc: BaseException) -> bool:
+    if isinstance(exc, ProviderStreamCutShort):  # asked again, it may well come whole
+        return True
     status = _status_code(exc)
     if status is not None:
         return status in _TRANSIENT_STATUS
