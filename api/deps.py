@@ -8,8 +8,13 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 
 from strands_durable.api.render_stage import RenderStage
+from strands_durable.sessions.live import LiveFollowers
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
+
+# A live follower looks at the session's status this often while nothing is written:
+# a session ends without a live entry, and its `end` frame should not wait long.
+LIVE_BLOCK_MS = 1_000
 
 
 def get_store(request: Request) -> Store:
@@ -27,7 +32,20 @@ def get_render_stage(request: Request) -> RenderStage:
     return stage
 
 
+def get_live_followers(request: Request) -> LiveFollowers:
+    """The app's followers of live streams (one blocking read per followed session),
+    made on first use with the blocking read the Redis socket timeout allows."""
+    followers: LiveFollowers | None = getattr(request.app.state, "live_followers", None)
+    if followers is None:
+        socket_ms = int(get_settings(request).redis_socket_timeout_s * 1000)
+        block_ms = max(100, min(LIVE_BLOCK_MS, socket_ms - 1000))
+        followers = request.app.state.live_followers = LiveFollowers(get_store(request),
+                                                                     block_ms)
+    return followers
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
+LiveFollowersDep = Annotated[LiveFollowers, Depends(get_live_followers)]
 SettingsDep = Annotated[DurableSettings, Depends(get_settings)]
 RenderStageDep = Annotated[RenderStage, Depends(get_render_stage)]
 

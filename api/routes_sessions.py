@@ -10,7 +10,12 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from strands_durable.api import sse
-from strands_durable.api.deps import RenderStageDep, StoreDep, ensure_prepared
+from strands_durable.api.deps import (
+    LiveFollowersDep,
+    RenderStageDep,
+    StoreDep,
+    ensure_prepared,
+)
 from strands_durable.api.errors import ApiError
 from strands_durable.api.listing import (
     BadCursor,
@@ -45,9 +50,6 @@ STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
 # How long a follower's XREAD blocks before a keep-alive (and a check that the
 # session still exists); an app may lower it (tests do).
 DEFAULT_FOLLOW_BLOCK_MS = 5_000
-# A live follower looks at the session's status this often while nothing is written:
-# a session ends without a live entry, and its `end` frame should not wait long.
-LIVE_BLOCK_MS = 1_000
 
 
 def location(session_id: str) -> str:
@@ -156,8 +158,8 @@ async def events(
                              "session ends, then `end`"}})
 async def stream(
     session_id: SessionIdPath,
-    request: Request,
     store: StoreDep,
+    followers: LiveFollowersDep,
     after: Annotated[str | None, Query(pattern=STREAM_ID,
                                        description="Only entries after this id")] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID",
@@ -169,10 +171,8 @@ async def stream(
     result is. Kept for DURABLE_LIVE_TTL_S after its last write, about DURABLE_LIVE_MAX
     entries per session."""
     await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
-    socket_ms = int(request.app.state.settings.redis_socket_timeout_s * 1000)
-    block_ms = max(100, min(LIVE_BLOCK_MS, socket_ms - 1000))
     return StreamingResponse(
-        sse.live_stream(store, session_id, last_event_id or after or "0-0", block_ms),
+        sse.live_stream(followers, session_id, last_event_id or after or "0-0"),
         media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 

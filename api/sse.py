@@ -14,7 +14,7 @@ from typing import Any
 from strands_durable.api.errors import REDIS_DOWN, error_body
 from strands_durable.errors import SessionNotFound
 from strands_durable.sessions.history import Idle, event_doc, follow_events
-from strands_durable.sessions.live import follow_live
+from strands_durable.sessions.live import LiveFollowers
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.api")
@@ -58,18 +58,18 @@ async def event_stream(store: Store, session_id: str, after: str,
                     event="error")
 
 
-async def live_stream(store: Store, session_id: str, after: str,
-                      block_ms: int) -> AsyncIterator[bytes]:
+async def live_stream(followers: LiveFollowers, session_id: str, after: str
+                      ) -> AsyncIterator[bytes]:
     """The session's live stream as frames (`event: <kind>`, its stream id as the SSE
     id) until the session has ended, then an `end` frame."""
     yield b"retry: 2000\n\n"
     try:
-        async for item in follow_live(store, session_id, after, block_ms=block_ms):
+        async for item in followers.follow(session_id, after):
             if isinstance(item, Idle):
                 yield KEEP_ALIVE
                 continue
             yield frame(item.model_dump(), event=item.kind, event_id=item.id)
-        status = await _final_status(store, session_id)
+        status = await _final_status(followers.store, session_id)
         yield frame({"session_id": session_id, "status": status}, event="end")
     except REDIS_DOWN as exc:
         log.warning("live stream of %s: Redis unreachable (%s)", session_id, exc)

@@ -1,9 +1,12 @@
 """Following a session's live stream (worker/live.py writes it, store/live.py keeps it):
-its entries as typed documents, and a follower that waits for new ones (XREAD BLOCK)
-until the session has ended and nothing more is there."""
+its entries as typed documents, and the followers of one process, which wait for new
+entries (one XREAD BLOCK per session, however many follow it) until the session has
+ended and nothing more is there."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Literal
 
@@ -11,6 +14,8 @@ from pydantic import BaseModel, Field
 
 from strands_durable.sessions.history import Idle, _ended
 from strands_durable.store.store import Store
+
+log = logging.getLogger("durable.api")
 
 LiveKind = Literal["attempt", "text", "tool", "turn_end"]
 
@@ -49,22 +54,102 @@ class LiveEntry(BaseModel):
                    at_ms=int(f.get("at_ms") or 0))
 
 
-async def follow_live(store: Store, session_id: str, after: str = "0-0", *,
-                      block_ms: int = 1_000, count: int = 500
-                      ) -> AsyncIterator[LiveEntry | Idle]:
-    """The live entries after `after`, then each new one as it is written, until the
-    session has ended and the stream holds nothing newer; Idle after a quiet block."""
-    last = after
-    while True:
-        ended = await _ended(store, session_id)  # read before the entries: none is missed
-        entries = (await store.live_entries(session_id, last, count) if ended
-                   else await store.live_wait(session_id, last, count, block_ms))
-        for entry_id, fields in entries:
-            last = entry_id
-            doc = LiveEntry.of(entry_id, fields)
-            if doc is not None:
-                yield doc
-        if ended and len(entries) < count:
-            return
-        if not entries:
-            yield Idle()
+def id_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms or 0), int(seq or 0)
+
+
+class _Watch:
+    """One session's live stream, watched for all of this process's followers by one
+    blocking read: a follower holds no Redis connection while it waits."""
+
+    def __init__(self, store: Store, session_id: str, block_ms: int) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.block_ms = block_ms
+        self.newest = (0, 0)
+        self.followers = 0
+        self.changed = asyncio.Condition()
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        newest = await self.store.live_newest_id(self.session_id)
+        await self._saw(newest)
+        while True:
+            try:
+                entries = await self.store.live_wait(self.session_id, newest, 100,
+                                                     self.block_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis away: followers read on their own meanwhile
+                log.debug("live watch of %s: %r", self.session_id, exc)
+                await asyncio.sleep(self.block_ms / 1000)
+                continue
+            if entries:
+                newest = entries[-1][0]
+                await self._saw(newest)
+
+    async def _saw(self, newest: str) -> None:
+        async with self.changed:
+            self.newest = id_order(newest)
+            self.changed.notify_all()
+
+    async def newer_than(self, last: str, timeout_s: float) -> bool:
+        """Wait until the stream has an entry after `last`; False after `timeout_s`."""
+        mark = id_order(last)
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.newest > mark),
+                                       timeout_s)
+            except TimeoutError:
+                return False
+        return True
+
+
+class LiveFollowers:
+    """The followers of live streams in one process (the API): each session's stream is
+    read with one blocking read however many clients follow it, and each follower reads
+    what is new (a short range read) when that read says there is some. 100 clients on
+    20 sessions hold 20 blocking connections, not 100."""
+
+    def __init__(self, store: Store, block_ms: int = 1_000) -> None:
+        self.store = store
+        self.block_ms = block_ms
+        self._watches: dict[str, _Watch] = {}
+
+    def _watch(self, session_id: str) -> _Watch:
+        watch = self._watches.get(session_id)
+        if watch is None:
+            watch = self._watches[session_id] = _Watch(self.store, session_id, self.block_ms)
+            watch.task = asyncio.get_running_loop().create_task(watch.run())
+        watch.followers += 1
+        return watch
+
+    def _leave(self, watch: _Watch) -> None:
+        watch.followers -= 1
+        if watch.followers == 0:
+            self._watches.pop(watch.session_id, None)
+            if watch.task is not None:
+                watch.task.cancel()
+
+    async def follow(self, session_id: str, after: str = "0-0", count: int = 500
+                     ) -> AsyncIterator[LiveEntry | Idle]:
+        """The live entries after `after`, then each new one as it is written, until the
+        session has ended and the stream holds nothing newer; Idle after a quiet while."""
+        watch = self._watch(session_id)
+        try:
+            last = after
+            while True:
+                ended = await _ended(self.store, session_id)  # before the read: none missed
+                entries = await self.store.live_entries(session_id, last, count)
+                for entry_id, fields in entries:
+                    last = entry_id
+                    doc = LiveEntry.of(entry_id, fields)
+                    if doc is not None:
+                        yield doc
+                if ended and len(entries) < count:
+                    return
+                if not entries and not await watch.newer_than(last, self.block_ms / 1000):
+                    yield Idle()
+        finally:
+            self._leave(watch)

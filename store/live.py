@@ -45,6 +45,11 @@ class LiveOps(StoreBase):
         return as_entries(await self.redis.xrange(self.keys.live(session_id), start, "+",
                                                   count=count))
 
+    async def live_newest_id(self, session_id: str) -> str:
+        """The id of the stream's newest entry ("0-0" when it has none)."""
+        newest = await self.redis.xrevrange(self.keys.live(session_id), "+", "-", count=1)
+        return as_entries(newest)[0][0] if newest else "0-0"
+
     async def live_wait(self, session_id: str, after: str, count: int, block_ms: int
                         ) -> list[StreamEntry]:
         """Entries after `after`, waiting up to `block_ms` for one (XREAD BLOCK)."""

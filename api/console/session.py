@@ -23,8 +23,8 @@ from strands_durable.api.console.common import (
     session_id_of,
 )
 from strands_durable.api.console.views import conversation_view, shape, timeline
-from strands_durable.api.deps import get_store
-from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, LIVE_BLOCK_MS, STREAM_ID
+from strands_durable.api.deps import get_live_followers, get_store
+from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, STREAM_ID
 from strands_durable.models import EventType
 from strands_durable.sessions import control
 from strands_durable.sessions.checkpoints import (
@@ -138,7 +138,7 @@ async def stream(request: Request, sid: str) -> Response:
     after = request.headers.get("last-event-id") or "0-0"
     if not re.fullmatch(STREAM_ID, after):
         return PlainTextResponse("Last-Event-ID: not an entry id", status_code=422)
-    return StreamingResponse(sse.live_stream(store, checked, after, LIVE_BLOCK_MS),
+    return StreamingResponse(sse.live_stream(get_live_followers(request), checked, after),
                              media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 

@@ -7,6 +7,7 @@ with the session; with DURABLE_LIVE_STREAM off nothing is written."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -156,3 +157,36 @@ async def test_an_unknown_session_is_404_before_any_stream(http: httpx.AsyncClie
                        headers={"Last-Event-ID": "not-an-id"})
     assert r.status_code == 422
 
+
+
+async def test_clients_of_one_session_share_one_blocking_read(
+        settings: DurableSettings, store: Store, consumer: StepConsumer, held: HeldLLM,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    app = make_app(settings)
+    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
+                                                             timeout=60) as http:
+        sid = await submit(http, spec(held.url("/v1")))
+        partial = [asyncio.Event() for _ in range(5)]
+
+        async def client(n: int) -> list[str | None]:
+            seen: list[Frame] = []
+            async with http.stream("GET", f"/v1/sessions/{sid}/stream") as r:
+                async for frame in frames(r):
+                    if frame.comments:
+                        continue
+                    seen.append(frame)
+                    if "".join(f.data["text"] for f in seen if f.event == "text") \
+                            == "".join(FIRST):
+                        partial[n].set()
+            return [f.id for f in seen]
+
+        clients = [asyncio.create_task(client(n)) for n in range(5)]
+        await asyncio.wait_for(asyncio.gather(*(p.wait() for p in partial)), 60)
+        # Five clients following, mid-reply: one watch of the session's stream.
+        watches = app.state.live_followers._watches
+        assert list(watches) == [sid] and watches[sid].followers == 5
+        held.go.set()
+        transcripts = await asyncio.gather(*clients)
+    assert all(t == transcripts[0] for t in transcripts) and len(transcripts[0]) >= 4
+    assert app.state.live_followers._watches == {}  # the watch ended with its followers
