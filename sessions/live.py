@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from strands_durable.sessions.history import Idle, _ended
+from strands_durable.sessions.history import Idle
 from strands_durable.store.store import Store
 
 log = logging.getLogger("durable.api")
@@ -140,16 +140,23 @@ class LiveFollowers:
         try:
             last = after
             while True:
-                ended = await _ended(self.store, session_id)  # before the read: none missed
                 entries = await self.store.live_entries(session_id, last, count)
                 for entry_id, fields in entries:
                     last = entry_id
                     doc = LiveEntry.of(entry_id, fields)
                     if doc is not None:
                         yield doc
-                if ended and len(entries) < count:
+                if len(entries) == count or await watch.newer_than(last, self.block_ms / 1000):
+                    continue
+                # Quiet for a while: is the session over? (Looked at only now, and with
+                # one field: with many followers, each new entry wakes every one.)
+                status = await self.store.status_of(session_id)
+                if status is None or status.is_terminal:
+                    for entry_id, fields in await self.store.live_entries(session_id, last):
+                        doc = LiveEntry.of(entry_id, fields)
+                        if doc is not None:
+                            yield doc
                     return
-                if not entries and not await watch.newer_than(last, self.block_ms / 1000):
-                    yield Idle()
+                yield Idle()
         finally:
             self._leave(watch)

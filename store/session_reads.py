@@ -28,6 +28,11 @@ class SessionReads(StoreBase):
             raise SessionNotFound(session_id)
         return SessionRecord.from_hash(session_id, as_str_map(h))
 
+    async def status_of(self, session_id: str) -> SessionStatus | None:
+        """The session's status alone (one field, not the whole record); None if gone."""
+        value = await self.redis.hget(self.keys.meta(session_id), "status")
+        return SessionStatus(as_str(value)) if value is not None else None
+
     async def exists(self, session_id: str) -> bool:
         return bool(await self.redis.exists(self.keys.meta(session_id)))
 
