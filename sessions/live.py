@@ -6,6 +6,7 @@ ended and nothing more is there."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from collections.abc import AsyncIterator
 from typing import Literal
@@ -59,9 +60,13 @@ def id_order(entry_id: str) -> tuple[int, int]:
     return int(ms or 0), int(seq or 0)
 
 
+RECENT = 2_000  # entries a watch keeps for its followers to read without Redis
+
+
 class _Watch:
     """One session's live stream, watched for all of this process's followers by one
-    blocking read: a follower holds no Redis connection while it waits."""
+    blocking read: a follower holds no Redis connection while it waits, and reads what
+    is new from the entries the watch read (Redis only when it is further behind)."""
 
     def __init__(self, store: Store, session_id: str, block_ms: int) -> None:
         self.store = store
@@ -71,13 +76,18 @@ class _Watch:
         self.followers = 0
         self.changed = asyncio.Condition()
         self.task: asyncio.Task[None] | None = None
+        # Every entry after `floor`, in order, as the watch read them (at most RECENT).
+        self.floor: tuple[int, int] | None = None
+        self.recent: collections.deque[tuple[tuple[int, int], str, dict[str, str]]] = \
+            collections.deque()
 
     async def run(self) -> None:
         newest = await self.store.live_newest_id(self.session_id)
+        self.floor = id_order(newest)
         await self._saw(newest)
         while True:
             try:
-                entries = await self.store.live_wait(self.session_id, newest, 100,
+                entries = await self.store.live_wait(self.session_id, newest, 500,
                                                      self.block_ms)
             except asyncio.CancelledError:
                 raise
@@ -86,8 +96,21 @@ class _Watch:
                 await asyncio.sleep(self.block_ms / 1000)
                 continue
             if entries:
+                for entry_id, fields in entries:
+                    self.recent.append((id_order(entry_id), entry_id, fields))
+                while len(self.recent) > RECENT:
+                    self.floor = self.recent.popleft()[0]
                 newest = entries[-1][0]
                 await self._saw(newest)
+
+    def after(self, last: str) -> list[tuple[str, dict[str, str]]] | None:
+        """The entries after `last` from what the watch read, or None when `last` is
+        older than what it holds (the follower reads Redis)."""
+        mark = id_order(last)
+        if self.floor is None or mark < self.floor:
+            return None
+        return [(entry_id, fields) for order, entry_id, fields in self.recent
+                if order > mark]
 
     async def _saw(self, newest: str) -> None:
         async with self.changed:
@@ -140,7 +163,9 @@ class LiveFollowers:
         try:
             last = after
             while True:
-                entries = await self.store.live_entries(session_id, last, count)
+                entries = watch.after(last)
+                if entries is None:
+                    entries = await self.store.live_entries(session_id, last, count)
                 for entry_id, fields in entries:
                     last = entry_id
                     doc = LiveEntry.of(entry_id, fields)
