@@ -28,11 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
     from strands_durable.spec.loader import load_spec_text
 
     limits = None if mode == "off" else mode == "declared"
+    samples: list[_Sample] = []
     async with _fleet(args, redis_url, logdir, f"cap{mode}{os.getpid()}", mode,
                       limits) as (server, procs, store):
         try:
@@ -105,6 +108,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
                 ids.append((await start_session(store, spec))[0])
             deadline = started + args.timeout_s
             statuses: list[SessionStatus] = []
+            sampling = asyncio.create_task(_sample(store, server, samples))
             while time.monotonic() < deadline:
                 statuses = [(await store.get_session(sid)).status for sid in ids]
                 if SessionStatus.RUNNING not in statuses:
@@ -113,6 +117,8 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
                     raise SystemExit(f"a worker died:\n{procs.tail()}")
                 await asyncio.sleep(0.25)
             elapsed = time.monotonic() - started
+            sampling.cancel()
+            states = await store.capacity_states()
         finally:
             procs.stop()
         total = server.accepted + server.throttled
@@ -133,7 +139,51 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
             "goodput_of_limit": server.accepted / busy_s / args.per_second,
             "accepted_each_second": per_second,
             "peak_at_once": server.peak_at_once, "seconds": elapsed,
+            **_gate_view(samples, times, args.per_second),
+            "learned_rpm": states[0].learned_rpm if states else 0.0,
+            "learned_in_flight": states[0].learned_in_flight if states else 0.0,
         }
+
+
+@dataclass(frozen=True)
+class _Sample:
+    at: float  # monotonic, the server's clock
+    waiting: int  # requests the fleet holds back for the key (told to wait)
+    leases: int  # the fleet's leases in flight
+    at_server: int  # requests the server is answering
+
+
+async def _sample(store: Any, server: Any, samples: list[_Sample]) -> None:
+    """The fleet's view of the key every 0.1 s: whether requests waited for the gate."""
+    while True:
+        states = await store.capacity_states()
+        waiting = sum(s.waiting_requests for s in states)
+        leases = sum(s.in_flight for s in states)
+        samples.append(_Sample(time.monotonic(), waiting, leases, server._in_flight))
+        await asyncio.sleep(0.1)
+
+
+def _gate_view(samples: list[_Sample], accepted_at: list[float], limit: float
+               ) -> dict[str, Any]:
+    """Where the goodput went: the share of the busy time in which requests waited for
+    the gate (the rest, the workers had nothing to send: on a loaded machine, CPU), and
+    the goodput within it (what the gate let through while it held requests back)."""
+    if not accepted_at or len(samples) < 2:
+        return {"gate_bound_share": 0.0, "gate_bound_goodput_of_limit": 0.0,
+                "mean_leases": 0.0, "mean_at_server": 0.0}
+    first, last = accepted_at[0], accepted_at[-1]
+    bound_s, bound_accepted = 0.0, 0
+    busy = [(a, b) for a, b in itertools.pairwise(samples)
+            if a.at < last and b.at > first]
+    for a, b in busy:
+        if a.waiting > 0 and b.waiting > 0:
+            bound_s += b.at - a.at
+            bound_accepted += sum(1 for t in accepted_at if a.at <= t < b.at)
+    span = max(last - first, 1e-9)
+    return {"gate_bound_share": min(1.0, bound_s / span),
+            "gate_bound_goodput_of_limit": bound_accepted / bound_s / limit if bound_s else 0.0,
+            "mean_leases": sum(a.leases for a, _ in busy) / max(1, len(busy)),
+            "mean_at_server": sum(a.at_server for a, _ in busy) / max(1, len(busy))}
 
 
 BIG = """
@@ -219,6 +269,12 @@ def main() -> int:
                       f"goodput {row['goodput_per_s']:.2f}/s = {row['goodput_of_limit']:.2f} "
                       f"of the limit; peak {row['peak_at_once']} at once; "
                       f"{row['seconds']:.1f} s", flush=True)
+                if mode != "off":
+                    print(f"{'':>11}requests waited for the gate {row['gate_bound_share']:.0%} "
+                          f"of the time, goodput then {row['gate_bound_goodput_of_limit']:.2f} "
+                          f"of the limit; leases {row['mean_leases']:.1f}, at the server "
+                          f"{row['mean_at_server']:.1f} on average; learned "
+                          f"{row['learned_rpm']:g} rpm, {row['learned_in_flight']:.1f} at once")
                 print(f"{'':>11}accepted each second: {row['accepted_each_second']}")
         finally:
             redis.stop()

@@ -48,7 +48,8 @@ from strands_durable.store.keys import is_session_id
 from strands_durable.store.store import Store
 from strands_durable.worker.providers.transient import Throttle
 
-__all__ = ["CapacityExhausted", "CapacityGate", "Lease", "OnGranted", "OnWait"]
+__all__ = ["CapacityExhausted", "CapacityGate", "Lease", "OnGranted", "OnWait",
+           "poll_pause_s"]
 
 log = logging.getLogger("durable.worker")
 
@@ -59,6 +60,11 @@ DEFAULT_BACKOFF_S = 1.0  # a throttle that names no Retry-After
 DECREASE = 0.7  # a throttle's multiplicative decrease of the learned limits
 MIN_RPM = 1
 WAIT_CAP_MS = 1_000  # the longest one sleep before asking again (others' leases end)
+# How much later than advised a poller may ask again, at most (a fraction of the wait):
+# enough that the fleet's pollers do not all ask in the same millisecond, little enough
+# that the first of them is there when the capacity is: one that comes late leaves the
+# request bucket full and idle (it holds one request), goodput lost for good.
+POLL_JITTER = 0.05
 CANDIDATES = 16  # sessions a process asks for at once (the rest in later turns)
 PRIORITIES_KEPT = 10_000  # sessions whose priority a process remembers
 ANONYMOUS = "-"  # requests of no session (a compaction's summary outside a step)
@@ -245,7 +251,7 @@ class CapacityGate:
                     await self._hand_over(key, queue, grant, asked.get(grant.lease_id))
                     continue
                 self._tell(key, queue, grant)
-                pause = grant.wait_ms / 1000 * random.uniform(1.0, 1.25)
+                pause = poll_pause_s(grant.wait_ms, random.random())
                 if grant.reason in WOKEN_BY_RELEASE:  # a lease given back here ends it
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(queue.freed.wait(), pause)
@@ -303,6 +309,12 @@ class CapacityGate:
             DECREASE, MIN_RPM, lease.scope)
         log.info("%s throttled: the fleet backs off %.2fs; now %g requests/min, %d at once",
                  lease.key.label, backoff_s, rpm, in_flight)
+
+
+def poll_pause_s(wait_ms: int, draw: float) -> float:
+    """How long a poller sleeps when told to wait `wait_ms`: that, and a jitter of at
+    most POLL_JITTER of it (`draw`: uniform in [0, 1)), never less than advised."""
+    return wait_ms / 1000 * (1.0 + POLL_JITTER * min(max(draw, 0.0), 1.0))
 
 
 async def _told(on_wait: OnWait, label: str, grant: Grant) -> None:

@@ -51,7 +51,11 @@ class CapacityModel(ModelWrapper):
         self.session = session
         self.scope = scope
 
-    async def _acquire(self, estimate: int, waited: float) -> tuple[Lease, float]:
+    async def _acquire(self, estimate: int, waited: float
+                       ) -> tuple[Lease, float, asyncio.Task[None] | None]:
+        """The lease, the time waited in all, and the `on_granted` note being written
+        (None: nothing to write): the request goes out beside it, not after it, since the
+        rate's turn is spent at the grant and the lease runs from it."""
         told: list[bool] = []
 
         async def on_wait(label: str, reason: str, wait_ms: int) -> None:
@@ -61,12 +65,10 @@ class CapacityModel(ModelWrapper):
 
         lease, total = await self.gate.acquire(self.key, estimate, waited, on_wait,
                                                self.session, self.scope)
+        noting = None
         if told and self.on_granted is not None:
-            try:
-                await self.on_granted(self.key.label, total)
-            except Exception as exc:  # the event is a courtesy, the request goes on
-                log.debug("capacity granted event not written: %r", exc)
-        return lease, total
+            noting = asyncio.create_task(_granted(self.on_granted, self.key.label, total))
+        return lease, total, noting
 
     async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
                      system_prompt: str | None = None,
@@ -74,7 +76,7 @@ class CapacityModel(ModelWrapper):
         estimate = estimate_tokens(messages, system_prompt, self.max_tokens)
         waited = 0.0
         while True:
-            lease, waited = await self._acquire(estimate, waited)
+            lease, waited, noting = await self._acquire(estimate, waited)
             started = time.monotonic()
             renewing = asyncio.create_task(self._keep(lease))
             answered = False
@@ -82,11 +84,16 @@ class CapacityModel(ModelWrapper):
             try:
                 async for event in self.inner.stream(messages, tool_specs, system_prompt,
                                                      **kwargs):
+                    if noting is not None:  # written before anything of the reply
+                        await asyncio.shield(noting)
+                        noting = None
                     answered = True
                     used = _usage(event) if used is None else used
                     yield event
             except Exception as exc:
                 renewing.cancel()
+                if noting is not None:  # the grant's note before the next wait's
+                    await asyncio.shield(noting)
                 throttle = None if answered else throttle_of(exc)
                 if throttle is None:
                     await self.gate.release(lease, used, succeeded=False)
@@ -97,9 +104,13 @@ class CapacityModel(ModelWrapper):
                 continue
             except BaseException:  # cancelled, or the consumer stopped reading
                 renewing.cancel()
+                if noting is not None:  # a courtesy: not worth the cancelled step's time
+                    noting.cancel()
                 await asyncio.shield(self.gate.release(lease, used, succeeded=False))
                 raise
             renewing.cancel()
+            if noting is not None:  # a stream of no events: the note all the same
+                await asyncio.shield(noting)
             await self.gate.release(lease, used, succeeded=True)
             return
 
@@ -112,6 +123,13 @@ class CapacityModel(ModelWrapper):
                 await self.gate.renew(lease)
             except Exception as exc:  # a Redis blip: the next renewal may work
                 log.debug("capacity lease renewal failed: %r", exc)
+
+
+async def _granted(on_granted: OnGranted, label: str, waited_s: float) -> None:
+    try:
+        await on_granted(label, waited_s)
+    except Exception as exc:  # the event is a courtesy, the request goes on
+        log.debug("capacity granted event not written: %r", exc)
 
 
 def _usage(event: StreamEvent) -> int | None:

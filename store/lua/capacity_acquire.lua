@@ -46,6 +46,11 @@ local wanted, scope_limits = cjson.decode(candidates), cjson.decode(scopes)
 local REGISTRATION_MS = 3000  -- a waiting session not asked for again lapses after this
 local LAG = 1.0  -- how far (in grants at weight 1) a session may run ahead of the least served
 local DAY_MS = 86400000
+-- A declared requests-per-minute limit is paced at this share of it: a provider counts
+-- requests over windows shorter than a minute and arrivals jitter, so a fleet paced at
+-- the limit exactly sees one request in a few land in a full window (a learned rate is
+-- already under the limit the provider named: capacity_throttled.lua).
+local DECLARED_PACE = 0.95
 
 local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight', 'req_tokens',
   'req_ts', 'tok_tokens', 'tok_ts', 'backoff_until', 'obs_count', 'obs_start', 'vt')
@@ -67,9 +72,9 @@ local inflight = redis.call('ZCARD', leases_key)
 
 -- Requests: a bucket refilled at rpm/60 a second, holding a tenth of a second's worth:
 -- providers enforce a minute's limit over short windows too, so requests are spread out.
-local function request_bucket(limit, tokens, ts)
+local function request_bucket(limit, tokens, ts, paced)
   if limit <= 0 then return nil, 0 end
-  local rate = limit / 60000  -- per ms
+  local rate = (paced or limit) / 60000  -- per ms
   local burst = math.max(1, limit / 600)
   local left = math.min(burst, (tonumber(tokens) or burst) + (now - (tonumber(ts) or now)) * rate)
   if left < 1 then return left, (1 - left) / rate end
@@ -161,7 +166,8 @@ if inflight_limit > 0 and inflight >= inflight_limit then
   -- A lease ends when its request does: look again soon (a slice of the earliest expiry).
   return reply_wait(first_expiry_wait(leases_key), 'in_flight')
 end
-local req_left, req_wait = request_bucket(rpm, f[3], f[4])
+local req_left, req_wait = request_bucket(rpm, f[3], f[4],
+  smallest(rpm_declared * DECLARED_PACE, learned_rpm))
 if req_wait > 0 then return reply_wait(req_wait, 'requests_per_minute') end
 
 -- Fair share: the lowest pass first, never more than LAG ahead of the least served.

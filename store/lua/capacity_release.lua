@@ -30,9 +30,12 @@ for _, bucket in ipairs({state_key, scope_state_key}) do
   end
 end
 if succeeded == '1' then
-  local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight')
+  local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight', 'rpm_ceiling')
   local rpm, inflight = tonumber(f[1]) or 0, tonumber(f[2]) or 0
   local rpm_cap, inflight_cap = tonumber(declared_rpm), tonumber(declared_in_flight)
+  -- Just under the limit the provider named (capacity_throttled.lua): no higher.
+  local ceiling = tonumber(f[3]) or 0
+  if ceiling > 0 and (rpm_cap <= 0 or ceiling < rpm_cap) then rpm_cap = ceiling end
   if rpm > 0 then
     -- One more request a minute for every request that went through.
     rpm = rpm + 1
