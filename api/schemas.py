@@ -355,7 +355,8 @@ def _error_examples(status: int) -> dict[str, Any]:
 # a route's path or function changes): one per route function, by its name.
 OPERATION_IDS = {
     "submit": "submitSession", "list_sessions": "listSessions", "get_session": "getSession",
-    "events": "listSessionEvents", "artifacts": "listArtifacts", "artifact": "getArtifact",
+    "events": "listSessionEvents", "stream": "streamSessionOutput",
+    "artifacts": "listArtifacts", "artifact": "getArtifact",
     "delete": "deleteSession", "pause": "pauseSession", "cancel": "cancelSession",
     "resume": "resumeSession", "signal": "signalSession", "checkpoints": "listCheckpoints",
     "checkpoint": "getCheckpoint", "requeue": "requeueSession", "healthz": "getHealth",

@@ -34,7 +34,7 @@ async def test_get_is_the_status_document(client: httpx.AsyncClient,
     assert doc["steps_committed"] == 2 and doc["error"] is None
 
 
-@pytest.mark.parametrize("path", ["", "/events", "/events?follow=1", "/artifacts",
+@pytest.mark.parametrize("path", ["", "/events", "/events?follow=1", "/stream", "/artifacts",
                                   "/artifacts/x.md"])
 async def test_unknown_session_is_404(client: httpx.AsyncClient, path: str) -> None:
     err = error_of(await client.get(f"/v1/sessions/{UNKNOWN}{path}"), 404)
@@ -185,6 +185,7 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/sessions": {"get", "post"},
         "/v1/sessions/{session_id}": {"get", "delete"},
         "/v1/sessions/{session_id}/events": {"get"},
+        "/v1/sessions/{session_id}/stream": {"get"},
         "/v1/sessions/{session_id}/artifacts": {"get"},
         "/v1/sessions/{session_id}/artifacts/{name}": {"get"},
         "/v1/sessions/{session_id}/pause": {"post"},

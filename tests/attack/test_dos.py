@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -117,7 +118,6 @@ def test_poison_render_fails_once_and_stalls_no_one(fleet_factory) -> None:
     plain_file.write_text(heavy_spec("{{ x|length }} letters", at_step=2, name="plain"))
     workers = [fleet.start_worker(), fleet.start_worker()]
 
-    started = time.monotonic()
     poison = fleet.cli("submit", str(poison_file)).stdout.strip()
     plain = [fleet.cli("submit", str(plain_file)).stdout.strip() for _ in range(5)]
 
@@ -125,10 +125,13 @@ def test_poison_render_fails_once_and_stalls_no_one(fleet_factory) -> None:
         doc: dict[str, object] = fleet.cli_json("status", sid)
         return doc
 
-    for sid in plain:
-        wait_for_sync(lambda s=sid: status(s)["status"] == "completed", timeout_s=60,
-                      what=f"ordinary session {sid} to complete")
-    took = time.monotonic() - started
+    docs = [wait_for_sync(lambda s=sid: (d := status(s))["status"] == "completed" and d,
+                          timeout_s=120, what=f"ordinary session {sid} to complete")
+            for sid in plain]
+    # Each ordinary session's own time, from its creation to its last write (the CLI
+    # calls that look at it take seconds each on a loaded machine, and are not its time):
+    # a worker stalled by the poison's template would hold it for minutes.
+    took = max(_seconds(str(d["updated_at"])) - _seconds(str(d["created_at"])) for d in docs)
     failed = wait_for_sync(lambda: (d := status(poison))["status"] == "failed" and d,
                            timeout_s=60, what="the poison session to fail")
     error = str(failed["error"])
@@ -141,6 +144,9 @@ def test_poison_render_fails_once_and_stalls_no_one(fleet_factory) -> None:
     assert len(runs) == 1, runs
     assert not [e for e in history if e["type"] == "step_reclaimed"]
     assert all(w.poll() is None for w in workers), fleet.logs()
-    assert took < 45, f"ordinary sessions took {took:.1f}s"
+    assert took < 45, f"an ordinary session took {took:.1f}s"
     assert "Traceback" not in fleet.logs()
 
+
+def _seconds(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
