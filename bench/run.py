@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.inflight import InflightRow, run_inflight
 from bench.latency import run_latency
 from bench.redis_server import start_redis
 from bench.report import InProcess, Rows, report
@@ -39,15 +40,18 @@ class Sizes:
     scale_steps: tuple[int, int]  # steps per chain in those runs
     resume_sessions: int  # sessions paused and resumed, one at a time
     resume_committed: int  # steps each has committed when paused
+    inflight: tuple[int, int, float] = (1000, 5, 2.0)  # chains, steps, model call (s)
 
 
 DEFAULT = Sizes(sessions=50, steps=40, latency_sessions=12, latency_steps=5000,
                 low=(5, 15), high=(4990, 5000), diag_sessions=2, scale=(100, 10_000),
-                scale_steps=(30, 3), resume_sessions=5, resume_committed=1000)
+                scale_steps=(30, 3), resume_sessions=5, resume_committed=1000,
+                inflight=(1000, 5, 2.0))
 QUICK = Sizes(sessions=10, steps=20, latency_sessions=4, latency_steps=1000,
               low=(5, 15), high=(990, 1000), diag_sessions=2, scale=(100, 1000),
-              scale_steps=(5, 2), resume_sessions=1, resume_committed=1000)
-SKIPPABLE = "noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume"
+              scale_steps=(5, 2), resume_sessions=1, resume_committed=1000,
+              inflight=(200, 2, 1.0))
+SKIPPABLE = "noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume,inflight,inflight-arq"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -88,6 +92,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     ok = False
     try:
         rows = await throughput(args, sizes, skip, server.url, server.port, logdir)
+        inflight = await many_in_flight(args, sizes, skip, server.url, server.port, logdir)
         runs = await in_process(args, sizes, skip, server.url)
         ok = True
     finally:
@@ -97,8 +102,29 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         else:
             log(f"worker logs kept in {logdir}")
     load.append(os.getloadavg()[0])
-    return report(args, sizes, rows, runs, time.perf_counter() - started, server.port,
+    data = report(args, sizes, rows, runs, time.perf_counter() - started, server.port,
                   load=f"{load[0]:.1f} at the start, {load[1]:.1f} at the end (1 min)")
+    if inflight is not None:
+        print("\n" + "\n".join(inflight.lines()))
+        for t in inflight.targets():
+            print(f"{t['target']:<64} {t['value']:<26} {'PASS' if t['pass'] else 'MISS'}")
+        data["inflight"] = inflight.to_dict()
+    return data
+
+
+async def many_in_flight(args: argparse.Namespace, sizes: Sizes, skip: set[str], url: str,
+                         port: int, logdir: Path) -> InflightRow | None:
+    """One worker with its defaults (DURABLE_WORKER_CONCURRENCY not set: --concurrency is
+    the other rows'), chains whose model call waits; then arq making the same call with
+    max_jobs = the chains (bench/inflight.py)."""
+    if "inflight" in skip:
+        return None
+    sessions, steps, delay_s = sizes.inflight
+    log(f"many steps in flight: {sessions:,} x {steps}-step chains, {delay_s:g} s a model "
+        "call, one worker with its defaults, then arq ...")
+    return await run_inflight(url, port, logdir, sessions=sessions, steps=steps,
+                              delay_s=delay_s, concurrency=None, max_jobs=sessions,
+                              timeout_s=args.timeout, arq="inflight-arq" not in skip)
 
 
 async def throughput(args: argparse.Namespace, sizes: Sizes, skip: set[str], url: str,

@@ -155,7 +155,10 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     shards: int = Field(default=1, ge=1, le=1024)
 
     # Steps one worker takes at once (its slots), the ceiling adaptive concurrency works under.
-    worker_concurrency: int = Field(default=8, ge=1)
+    # Sized for agent steps, which mostly wait on a model: a waiting step costs a coroutine
+    # and its conversation (under 100 KiB besides, bench/inflight.py), and adaptive concurrency
+    # takes fewer while steps keep the event loop busy.
+    worker_concurrency: int = Field(default=1000, ge=1)
     # Fewer steps at once while the worker's event loop is saturated (worker/slots.py).
     worker_adaptive_concurrency: bool = True
     claim_idle_ms: int = Field(default=15_000, ge=100)

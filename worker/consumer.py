@@ -30,6 +30,11 @@ from strands_durable.worker.step_runner import StepRunner
 
 log = logging.getLogger("durable.worker")
 
+# The most entries one turn of a read loop takes (and gates, in one take.lua call), however
+# many slots are free: a script holds Redis while it runs, about 50 us an entry, so 1,000
+# at once (a worker with every slot free) would stall every other client ~50 ms; 100 hold
+# it about 5 ms. The loop's next turn takes the next batch at once.
+READ_BATCH = 100
 
 
 class StepConsumer:
@@ -211,7 +216,7 @@ class StepConsumer:
         loop = asyncio.get_running_loop()
         self._reclaim_at[shard] = loop.time() + reclaim_every  # sooner: a worker died
         while not self._stopping.is_set():
-            hold = self._slots.hold(await self._slots.take_free())
+            hold = self._slots.hold(await self._slots.take_free(READ_BATCH))
             used = 0
             try:
                 if loop.time() >= self._reclaim_at[shard]:
@@ -247,7 +252,7 @@ class StepConsumer:
         entries = await self._wait_new(shard)
         if not entries:
             return 0
-        return await self._gate_read(shard, entries, hold.add_free())
+        return await self._gate_read(shard, entries, hold.add_free(READ_BATCH - hold.count))
 
     async def _wait_new(self, shard: int) -> list[StreamEntry]:
         """The next new entry, waited for up to read_block_ms; none once stopping."""

@@ -64,17 +64,17 @@ class Slots:
     def free(self) -> int:
         return max(0, self.limit - self.used)
 
-    async def take_free(self) -> int:
-        """Wait for a free slot; take every free one, and return how many."""
+    async def take_free(self, most: int | None = None) -> int:
+        """Wait for a free slot; take every free one (at most `most`), and return how many."""
         await self.take_one()
-        return 1 + self.take_now()
+        return 1 + self.take_now(None if most is None else most - 1)
 
-    def take_now(self) -> int:
-        """Take every free slot without waiting; how many (0 when none is free, or when
-        others wait for one: they come first)."""
+    def take_now(self, most: int | None = None) -> int:
+        """Take every free slot (at most `most`) without waiting; how many (0 when none is
+        free, or when others wait for one: they come first)."""
         if self._waiters:
             return 0
-        taken = self.free()
+        taken = self.free() if most is None else min(self.free(), max(0, most))
         self.used += taken
         return taken
 
@@ -135,9 +135,9 @@ class SlotHold:
             self._slots.give_back(self.count - count)
             self.count = count
 
-    def add_free(self) -> int:
-        """Add every slot free now; how many."""
-        more = self._slots.take_now()
+    def add_free(self, most: int | None = None) -> int:
+        """Add every slot free now (at most `most`); how many."""
+        more = self._slots.take_now(most)
         self.count += more
         return more
 

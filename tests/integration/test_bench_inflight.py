@@ -1,0 +1,41 @@
+"""The bench's many-steps-in-flight row (bench/inflight.py) at a toy size: one real worker
+process, run with its default settings (DURABLE_WORKER_CONCURRENCY not set), holds the step
+of every session in flight at once while they wait on the model, and arq (max_jobs = the
+sessions) makes the same calls. Each step is committed once (run_ours raises otherwise).
+Counts only, never a timing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import RedisServer
+
+from bench.inflight import run_inflight
+from strands_durable.settings import DurableSettings
+
+pytestmark = pytest.mark.integration
+
+SESSIONS = 50
+STEPS = 2
+# Long enough that every session's first step has started before the first one's model
+# call returns, on a loaded machine too: the count below depends on it, not on a timing.
+DELAY_S = 2.0
+
+
+async def test_one_worker_with_its_defaults_holds_every_session_in_flight(
+        redis_server: RedisServer, tmp_path: Path) -> None:
+    row = await run_inflight(redis_server.url, redis_server.port, tmp_path, sessions=SESSIONS,
+                             steps=STEPS, delay_s=DELAY_S, concurrency=None,
+                             max_jobs=SESSIONS, timeout_s=180)
+    ours, arq = row.ours, row.arq
+    # The worker ran with the default ceiling, and every session's step was in flight at
+    # once: counted from the steps' own started and completed events.
+    assert ours.concurrency == DurableSettings.model_fields["worker_concurrency"].default
+    assert ours.peak_in_flight == SESSIONS
+    assert 0 < ours.peak_gauge <= SESSIONS  # its gauge saw steps running, never more
+    assert ours.rss_peak >= ours.rss_idle > 0 and ours.cpu_s > 0
+    assert arq is not None and arq.peak_in_flight == SESSIONS
+    assert row.ratio is not None and row.ratio > 0
+    assert len(row.lines()) > 3 and row.to_dict()["ours"]["sessions"] == SESSIONS
+    assert row.targets() == []  # the goal's lines only at the goal's size
