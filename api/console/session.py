@@ -83,14 +83,10 @@ async def live(request: Request, sid: str) -> Response:
 @router.get("/{sid}/feed")
 async def feed(request: Request, sid: str) -> Response:
     """The session's events as server-sent events (the API's stream, cookie-signed)."""
-    try:
-        auth.current_user(request)
-    except SignInRequired:
-        return PlainTextResponse("sign in first", status_code=401)
-    checked = session_id_of_or_404(sid)
-    store = get_store(request)
-    if checked is None or not await store.exists(checked):
-        return PlainTextResponse("no such session", status_code=404)
+    refused = await _refused_feed(request, sid)
+    if refused is not None:
+        return refused
+    checked, store = session_id_of(sid), get_store(request)
     after = request.headers.get("last-event-id") or request.query_params.get("after") or "0-0"
     if not re.fullmatch(STREAM_ID, after):
         return PlainTextResponse("after: not an event id", status_code=422)
@@ -127,19 +123,27 @@ async def conversation(request: Request, sid: str) -> Response:
 async def stream(request: Request, sid: str) -> Response:
     """The session's live stream (what its models write) as server-sent events: the API's
     GET /v1/sessions/{id}/stream, cookie-signed."""
-    try:
-        auth.current_user(request)
-    except SignInRequired:
-        return PlainTextResponse("sign in first", status_code=401)
-    checked = session_id_of_or_404(sid)
-    store = get_store(request)
-    if checked is None or not await store.exists(checked):
-        return PlainTextResponse("no such session", status_code=404)
+    refused = await _refused_feed(request, sid)
+    if refused is not None:
+        return refused
+    checked = session_id_of(sid)
     after = request.headers.get("last-event-id") or "0-0"
     if not re.fullmatch(STREAM_ID, after):
         return PlainTextResponse("Last-Event-ID: not an entry id", status_code=422)
     return StreamingResponse(sse.live_stream(get_live_followers(request), checked, after),
                              media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+
+
+async def _refused_feed(request: Request, sid: str) -> Response | None:
+    """Why a feed of the session is refused (not signed in, no such session), or None."""
+    try:
+        auth.current_user(request)
+    except SignInRequired:
+        return PlainTextResponse("sign in first", status_code=401)
+    checked = session_id_of_or_404(sid)
+    if checked is None or not await get_store(request).exists(checked):
+        return PlainTextResponse("no such session", status_code=404)
+    return None
 
 
 def session_id_of_or_404(sid: str) -> str | None:
