@@ -14,6 +14,7 @@ os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 
 from helpers import RedisServer, StepBreakpoints, quick_settings, random_prefix, start_redis
 from helpers.fleet import Fleet
+from helpers.held_llm import HeldLLM, held_llm
 
 from strands_durable.provider_policy import current_provider_policy, host_setting
 from strands_durable.settings import DurableSettings, current_tool_policy
@@ -140,6 +141,16 @@ def fleet_factory(redis_server: RedisServer, prefix: str, tmp_path: Path
     yield make
     for fleet in fleets:
         fleet.stop_all()
+
+
+@pytest.fixture
+def held(allow_provider_host: Callable[[str, str], None],
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldLLM]:
+    """An OpenAI-compatible server that streams half a reply and holds the rest until
+    `held.go` is set (tests/helpers/held_llm.py), its host allowed, a key set."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with held_llm(allow_provider_host) as state:
+        yield state
 
 
 @pytest.fixture

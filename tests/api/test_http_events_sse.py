@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from helpers import StepBreakpoints, start_redis
 from helpers.api import (
     HITL,
@@ -18,6 +17,7 @@ from helpers.api import (
     chain_spec,
     frames,
     make_app,
+    served_client,
     submit,
     uvicorn_server,
     wait_status,
@@ -32,9 +32,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def http(settings: DurableSettings) -> AsyncIterator[httpx.AsyncClient]:
-    app: FastAPI = make_app(settings)
-    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
-                                                             timeout=30) as client:
+    async with served_client(make_app(settings)) as client:
         yield client
 
 

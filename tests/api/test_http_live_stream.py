@@ -9,33 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from helpers.api import (
     Frame,
     error_of,
     frames,
     make_app,
+    served_client,
     submit,
-    uvicorn_server,
     wait_status,
 )
-from helpers.held_llm import FIRST, HeldLLM, held_llm
+from helpers.held_llm import FIRST, HeldLLM
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
-
-@pytest.fixture
-def held(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
-    with held_llm(allow_provider_host) as state:
-        yield state
-
 
 def spec(host: str) -> str:
     return f"""
@@ -49,16 +42,12 @@ pattern: {{type: chain, config: {{steps: [{{agent: a, input: "say hello"}}]}}}}
 
 @pytest.fixture
 async def http(settings: DurableSettings) -> AsyncIterator[httpx.AsyncClient]:
-    app: FastAPI = make_app(settings)
-    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
-                                                             timeout=60) as client:
+    async with served_client(make_app(settings), timeout=60) as client:
         yield client
 
 
 async def test_a_client_sees_the_reply_while_it_is_written(
-        http: httpx.AsyncClient, store: Store, consumer: StepConsumer, held: HeldLLM,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        http: httpx.AsyncClient, store: Store, consumer: StepConsumer, held: HeldLLM) -> None:
     sid = await submit(http, spec(held.url("/v1")))
     seen: list[Frame] = []
     committed_when_partial = None
@@ -160,12 +149,9 @@ async def test_an_unknown_session_is_404_before_any_stream(http: httpx.AsyncClie
 
 
 async def test_clients_of_one_session_share_one_blocking_read(
-        settings: DurableSettings, store: Store, consumer: StepConsumer, held: HeldLLM,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        settings: DurableSettings, store: Store, consumer: StepConsumer, held: HeldLLM) -> None:
     app = make_app(settings)
-    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
-                                                             timeout=60) as http:
+    async with served_client(app, timeout=60) as http:
         sid = await submit(http, spec(held.url("/v1")))
         partial = [asyncio.Event() for _ in range(5)]
 

@@ -9,14 +9,14 @@ with markup in it as text, never run."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import REPO
 from helpers.api import wait_status
 from helpers.console import Console, no_dialogs, sign_in
-from helpers.held_llm import FIRST, HeldLLM, held_llm
+from helpers.held_llm import FIRST, HeldLLM
 from playwright.async_api import Page, expect
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -28,14 +28,6 @@ runtime: {{provider: openai, model_id: gpt-live, host: "{host}"}}
 agents: {{writer: {{prompt: "You write."}}}}
 pattern: {{type: chain, config: {{steps: [{{agent: writer, input: "say hello"}}]}}}}
 """
-
-
-@pytest.fixture
-def held(allow_provider_host: Callable[[str, str], None],
-         monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldLLM]:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    with held_llm(allow_provider_host) as state:
-        yield state
 
 
 async def test_the_session_page_shows_the_running_steps_text_as_it_is_written(

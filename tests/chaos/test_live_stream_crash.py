@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from helpers.api import Frame, frames, make_app, submit, uvicorn_server
-from helpers.held_llm import FIRST, HeldLLM, held_llm
+from helpers.api import Frame, frames, make_app, served_client, submit
+from helpers.held_llm import FIRST, HeldLLM
 
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
@@ -33,16 +32,8 @@ pattern: {{type: chain, config: {{steps: [{{agent: a, input: "say hello"}}]}}}}
 
 
 @pytest.fixture
-def held(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
-    with held_llm(allow_provider_host) as state:
-        yield state
-
-
-@pytest.fixture
 async def http(settings: DurableSettings) -> AsyncIterator[httpx.AsyncClient]:
-    app: FastAPI = make_app(settings)
-    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
-                                                             timeout=120) as client:
+    async with served_client(make_app(settings), timeout=120) as client:
         yield client
 
 
@@ -53,9 +44,8 @@ def told(seen: list[Frame]) -> str:
 @pytest.mark.timeout(300)
 async def test_a_client_following_a_killed_step_sees_one_coherent_transcript(
         http: httpx.AsyncClient, store: Store, held: HeldLLM,
-        fleet_factory: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+        fleet_factory: Callable[..., Any],
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     fleet = fleet_factory(claim_idle_ms=1000, heartbeat_s=0.5)
     victim = fleet.start_worker()
     sid = await submit(http, SPEC.format(host=held.url("/v1")))

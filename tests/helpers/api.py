@@ -90,6 +90,14 @@ async def asgi_client(app: FastAPI, token: str | None = None
 
 
 @asynccontextmanager
+async def served_client(app: FastAPI, timeout: float = 30) -> AsyncIterator[httpx.AsyncClient]:
+    """`app` served over real HTTP (uvicorn_server) and a client of it."""
+    async with uvicorn_server(app) as url, httpx.AsyncClient(base_url=url,
+                                                             timeout=timeout) as client:
+        yield client
+
+
+@asynccontextmanager
 async def uvicorn_server(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` over real HTTP on a free port, in this event loop; yields its URL."""
     port = free_port()
