@@ -3,6 +3,8 @@ change when workers crash) and an uninterrupted reference run to compare it with
 
 from __future__ import annotations
 
+import asyncio
+import json
 import random
 import subprocess
 import time
@@ -10,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from helpers import RedisServer, poll_until, random_prefix, status_doc, wait_for
+from helpers import RedisServer, random_prefix, status_doc, wait_for
 from helpers.fleet import Fleet
 from pattern_specs import PatternCase
 
@@ -99,20 +101,45 @@ async def start_fleet(fleet: Fleet, store: Store, size: int) -> list[subprocess.
     return workers
 
 
+async def consuming_pids(store: Store) -> set[int]:
+    """The pids of the workers that have sent a heartbeat (are consuming, not booting)."""
+    pids = set()
+    for beat in (await store.heartbeats()).values():
+        pid = json.loads(beat).get("pid")
+        if isinstance(pid, int):
+            pids.add(pid)
+    return pids
+
+
 async def kill_every_second(fleet: Fleet, workers: list[subprocess.Popen[bytes]],
                             store: Store, sids: list[str], seed: int,
                             limit_s: float = 240) -> int:
-    """SIGKILL a random worker and start a new one every second until every session
-    has ended; returns how many were killed (at least 3, or the chaos did not bite)."""
+    """SIGKILL a random consuming worker and start a new one, at most once a second, until
+    every session has ended; returns how many were killed (at least 3, or the chaos did
+    not bite).
+
+    A kill lands only on a worker that is consuming, only once a step has committed since
+    the last kill, and after the first three only while another worker is consuming: on a
+    machine so loaded that a worker boots slower than a clock kills, killing by the clock
+    alone kills every worker before it reads a step and no session ever ends."""
     rng = random.Random(seed)
     kills = 0
+    committed_at_last_kill, last_kill = -1, 0.0
     deadline = time.monotonic() + limit_s
-    while not await poll_until(lambda: all_ended(store, sids), timeout_s=1.0):
+    while not await all_ended(store, sids):
         assert time.monotonic() < deadline, f"sessions still running after {kills} kills\n" \
             + fleet.logs()[-3000:]
-        victim = rng.randrange(len(workers))
-        fleet.kill(workers[victim])
-        workers[victim] = fleet.start_worker()
-        kills += 1
+        committed = sum([int(await store.redis.llen(store.keys.order(sid))) for sid in sids])
+        consuming = await consuming_pids(store)
+        up = [i for i, worker in enumerate(workers) if worker.pid in consuming]
+        # After the three kills the drill must show, one worker is left consuming.
+        spare = len(up) >= 2 or (up and kills < 3)
+        if spare and committed > committed_at_last_kill and time.monotonic() - last_kill >= 1:
+            victim = rng.choice(up)
+            fleet.kill(workers[victim])
+            workers[victim] = fleet.start_worker()
+            kills += 1
+            committed_at_last_kill, last_kill = committed, time.monotonic()
+        await asyncio.sleep(0.05)
     assert kills >= 3, "the run ended before the chaos had a chance to bite"
     return kills

@@ -49,8 +49,11 @@ async def test_a_waiting_step_is_shown_waiting_and_its_session_running(
     with limited_llm(per_second=1000, at_once=100, delay_s=0.0) as server:
         allow_provider_host("openai", server.url())
         key = ProviderKey("openai", "gpt-visible", server.url("/v1"))
-        gate = CapacityGate(store, CapacityPolicy(capacity_limits=LIMITS), process="holder")
-        held, _ = await gate.acquire(key, 1, 0.0, None)  # the one request allowed at once
+        # The one request allowed at once, leased for an hour: the default 30 s lease,
+        # never renewed here, can lapse on a loaded machine before every view is read.
+        gate = CapacityGate(store, CapacityPolicy(capacity_limits=LIMITS, capacity_lease_s=3600),
+                            process="holder")
+        held, _ = await gate.acquire(key, 1, 0.0, None)
         fleet = fleet_factory(capacity_limits=LIMITS)
         fleet.start_worker()
         sid, _ = await start_session(store, load_spec_text(SPEC.format(host=server.url("/v1")),
