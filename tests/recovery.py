@@ -95,7 +95,7 @@ async def start_fleet(fleet: Fleet, store: Store, size: int) -> list[subprocess.
     workers = [fleet.start_worker() for _ in range(size)]
 
     async def live() -> bool:
-        return int(await store.redis.hlen(store.keys.workers())) >= size
+        return len(await store.heartbeats()) >= size
 
     await wait_for(live, timeout_s=60, what=f"{size} workers to heartbeat")
     return workers
@@ -129,7 +129,9 @@ async def kill_every_second(fleet: Fleet, workers: list[subprocess.Popen[bytes]]
     while not await all_ended(store, sids):
         assert time.monotonic() < deadline, f"sessions still running after {kills} kills\n" \
             + fleet.logs()[-3000:]
-        committed = sum([int(await store.redis.llen(store.keys.order(sid))) for sid in sids])
+        committed = 0
+        for sid in sids:
+            committed += len(await store.results(sid))
         consuming = await consuming_pids(store)
         up = [i for i, worker in enumerate(workers) if worker.pid in consuming]
         # After the three kills the drill must show, one worker is left consuming.
