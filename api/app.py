@@ -12,7 +12,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from strands_durable.api import errors, routes_control, routes_ops, routes_sessions, routes_system
+from strands_durable.api import (
+    errors,
+    routes_control,
+    routes_fleet,
+    routes_ops,
+    routes_sessions,
+    routes_system,
+)
 from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
 from strands_durable.api.limits import BodyLimit
@@ -62,6 +69,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
     app.include_router(routes_control.router, dependencies=authed, responses=responses)
     app.include_router(routes_ops.router, dependencies=authed, responses=responses)
+    app.include_router(routes_fleet.router, dependencies=authed, responses=responses)
     app.include_router(routes_system.router)
     install_console(app)  # /ui, and /docs, /redoc, /openapi.json served offline
     return app

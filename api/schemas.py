@@ -360,7 +360,7 @@ OPERATION_IDS = {
     "delete": "deleteSession", "pause": "pauseSession", "cancel": "cancelSession",
     "resume": "resumeSession", "signal": "signalSession", "checkpoints": "listCheckpoints",
     "checkpoint": "getCheckpoint", "requeue": "requeueSession", "healthz": "getHealth",
-    "metrics": "getMetrics",
+    "metrics": "getMetrics", "workers": "listWorkers", "queue": "getQueue",
 }
 
 

@@ -195,6 +195,8 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/sessions/{session_id}/requeue": {"post"},
         "/v1/sessions/{session_id}/checkpoints": {"get"},
         "/v1/sessions/{session_id}/checkpoints/{n}": {"get"},
+        "/v1/workers": {"get"},
+        "/v1/queue": {"get"},
         "/healthz": {"get"},
         "/metrics": {"get"},
     }
