@@ -8,7 +8,8 @@ the worker builds each from strands_durable/worker/tools/native/<name>.py.
 
 from __future__ import annotations
 
-__all__ = ["NATIVE_MODULE_PREFIX", "NATIVE_TOOLS", "native_name"]
+__all__ = ["LEGACY_MODULE_PREFIX", "LEGACY_TOOLS", "NATIVE_MODULE_PREFIX", "NATIVE_TOOLS",
+           "native_name"]
 
 NATIVE_TOOLS: tuple[str, ...] = (
     "calculator",
@@ -29,10 +30,20 @@ NATIVE_TOOLS: tuple[str, ...] = (
 
 # strands-cli's full form of a native tool: `strands_cli.tools.<name>`.
 NATIVE_MODULE_PREFIX = "strands_cli.tools."
+# strands-cli's legacy allowlist (before its native registry): the strands-agents-tools
+# modules it still accepts, as `strands_tools.<name>` or `strands_tools.<name>.<name>`.
+# It resolves them to its native tools, and so do we: the same tool, the same policy.
+LEGACY_MODULE_PREFIX = "strands_tools."
+LEGACY_TOOLS: tuple[str, ...] = ("file_read", "file_write", "http_request")
 
 
 def native_name(reference: str) -> str | None:
-    """The native tool a `tools.python` entry names (short id or strands-cli's full
-    path), or None when it is an import path of someone else's tool."""
+    """The native tool a `tools.python` entry names (short id, strands-cli's full path,
+    or a legacy `strands_tools` path), or None when it is an import path of someone
+    else's tool."""
+    if reference.startswith(LEGACY_MODULE_PREFIX):
+        module, _, function = reference.removeprefix(LEGACY_MODULE_PREFIX).partition(".")
+        legacy = module in LEGACY_TOOLS and function in ("", module)
+        return module if legacy else None
     name = reference.removeprefix(NATIVE_MODULE_PREFIX)
     return name if name in NATIVE_TOOLS else None

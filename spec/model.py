@@ -27,6 +27,7 @@ from strands_durable.spec.sections import (
 )
 from strands_durable.spec.steps import PatternConfig, Scalar, SpecModel
 from strands_durable.spec.tools import ToolsConfig
+from strands_durable.tools import native_name
 
 __all__ = [
     "AgentSpec",
@@ -227,9 +228,9 @@ class Spec(BaseModel):
         # worker to it whatever reaches it.
         allowed = set(guardrails.allow_tools)
         return ToolsConfig(
-            python=[tool for tool in selected.python
-                    if {tool.callable, tool.native, f"strands_cli.tools.{tool.native}"}
-                    & allowed],
+            python=[tool for tool in selected.python  # a native tool by any of its names
+                    if tool.callable in allowed or (tool.native is not None and any(
+                        native_name(entry) == tool.native for entry in allowed))],
             mcp=[server for server in selected.mcp if server.id in allowed],
             http_executors=[executor for executor in selected.http_executors
                             if executor.id in allowed])

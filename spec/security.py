@@ -6,9 +6,9 @@ setting and the tool:
 
 - `allow_tools`: every tool the spec defines, every tool an agent or step names, each
   retrieval tool (`context_policy.retrieval.jit_tools`) and the `Skill` tool that
-  `skills` bring must be on the list (a native tool by its short name or strands-cli's
-  full path). So no agent can be given a tool outside it; the worker filters once more
-  (`Spec.tools_for`).
+  `skills` bring must be on the list (a native tool by its short name, strands-cli's
+  full path or a legacy `strands_tools` path). So no agent can be given a tool outside
+  it; the worker filters once more (`Spec.tools_for`).
 - `deny_network`: no tool that reaches the network (HTTP executors, MCP servers over
   HTTP, the native web tools), and none whose network use cannot be known here (an
   imported python tool, a stdio MCP server, `python_exec`). The model provider itself is
@@ -51,8 +51,9 @@ def tool_allowed(allow_tools: list[str] | None, tool_id: str) -> bool:
         return True
     allowed = set(allow_tools)
     short = native_name(tool_id)
-    return tool_id in allowed or (short is not None and (
-        short in allowed or f"strands_cli.tools.{short}" in allowed))
+    # A native tool under any of its names (short, strands-cli's path, legacy path).
+    return tool_id in allowed or (short is not None and any(
+        native_name(entry) == short for entry in allowed))
 
 
 def check_security(spec: Spec, source: str) -> None:
