@@ -1,52 +1,97 @@
 """Submit-time checks of a spec's tools against strands-cli's rules and this fleet's
-tool policy (DURABLE_TOOL_* / DURABLE_MCP_COMMANDS, set by the operator): every tool an
-agent or step names exists, and every tool the spec defines may run here. Each refusal
-names the place in the spec, the agent and the tool, and the setting that would allow
-it; nothing is imported, started or resolved here (the worker does that).
+tool policy (DURABLE_TOOL_* / DURABLE_MCP_COMMANDS, set by the operator, widened for
+one `durable run` by its grants: spec/grants.py): every tool an agent or step names
+exists, and every tool the spec defines may run here. Each refusal names the place in
+the spec, the agent and the tool, the setting that would allow it and the grant of
+`durable run`; nothing is imported, started or resolved here (the worker does that).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from strands_durable.errors import SpecError
 from strands_durable.settings import ToolPolicy, current_tool_policy
+from strands_durable.spec.grants import (
+    ALLOW,
+    MCP_COMMAND,
+    SECRET,
+    TOOL_MODULE,
+    Grant,
+    Grants,
+    record_needs,
+    widen,
+)
 from strands_durable.spec.model import Spec
 from strands_durable.spec.problems import hint
-from strands_durable.spec.tools import ToolsConfig, env_references
+from strands_durable.spec.tools import McpServer, ToolsConfig, env_references
 from strands_durable.tools import NATIVE_TOOLS, native_name
 
-__all__ = ["agent_tools", "check_tools", "jit_tools", "tool_lists"]
+__all__ = ["Need", "agent_tools", "check_tools", "jit_tools", "tool_lists", "tool_needs"]
 
 
-def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None) -> None:
-    policy = policy or current_tool_policy()
+def check_tools(spec: Spec, source: str, policy: ToolPolicy | None = None,
+                grants: Grants | None = None) -> None:
+    """Refuse a spec whose tools are unknown or malformed, or need more than `policy`
+    (default: this process's) widened by `grants` (default: this context's) allows;
+    while `surveying()`, what a grant would allow is recorded instead."""
+    policy = widen(policy or current_tool_policy(), grants)
     tools = spec.tools or ToolsConfig()
     _check_unique_ids(tools, source)
     defined = set(tools.global_ids())
     for path, agent, names in tool_lists(spec):
         for name in names:
-            if native_name(name) is not None:
-                _check_python(name, path, _users(spec, name), source, policy)
-            elif name not in defined:
+            if native_name(name) is None and name not in defined:
                 known = sorted(defined | set(NATIVE_TOOLS))
                 raise SpecError(source, path, f"agent {agent!r}: unknown tool {name!r}"
                                 f"{hint(name, known)}; the spec defines: "
                                 f"{', '.join(sorted(defined)) or 'no tools'} (native tools: "
                                 f"{', '.join(NATIVE_TOOLS)})")
-    for i, python in enumerate(tools.python):
-        _check_python(python.callable, f"tools.python[{i}]", _users(spec, python.callable),
-                      source, policy)
     for i, server in enumerate(tools.mcp):
-        _check_mcp(server.model_dump(), f"tools.mcp[{i}]", _users(spec, server.id), source,
-                   policy)
+        if server.command is None:
+            _check_url(str(server.url), f"tools.mcp[{i}].url", source)
     for i, executor in enumerate(tools.http_executors):
-        path = f"tools.http_executors[{i}]"
-        _check_url(executor.base_url, f"{path}.base_url", source)
-        _check_secrets(executor.headers, f"{path}.headers", source, policy)
-    _check_retrieval(spec, defined, source, policy)
+        _check_url(executor.base_url, f"tools.http_executors[{i}].base_url", source)
+    _check_retrieval(spec, defined, source)
+    needs = tool_needs(spec, policy)
+    if needs and not record_needs([need.grant for need in needs]):
+        raise SpecError(source, needs[0].path, needs[0].problem)
+
+
+@dataclass(frozen=True)
+class Need:
+    """Something the spec's tools do that `policy` does not allow, and the grant of
+    `durable run` that would allow it on the user's own machine."""
+
+    path: str
+    grant: Grant
+    problem: str
+
+
+def tool_needs(spec: Spec, policy: ToolPolicy) -> list[Need]:
+    """Every use of a tool beyond `policy`, in the spec's order (pure)."""
+    tools = spec.tools or ToolsConfig()
+    needs: list[Need] = []
+    for path, _, names in tool_lists(spec):
+        for name in names:
+            if native_name(name) is not None:
+                needs += _python_needs(name, path, _users(spec, name), policy)
+    for i, python in enumerate(tools.python):
+        needs += _python_needs(python.callable, f"tools.python[{i}]",
+                               _users(spec, python.callable), policy)
+    for i, server in enumerate(tools.mcp):
+        needs += _mcp_needs(server, f"tools.mcp[{i}]", _users(spec, server.id), policy)
+    for i, executor in enumerate(tools.http_executors):
+        needs += _secret_needs(executor.headers, f"tools.http_executors[{i}].headers",
+                               policy)
+    for i, name in enumerate(jit_tools(spec)):
+        if native_name(name) is not None:
+            needs += _python_needs(name, f"context_policy.retrieval.jit_tools[{i}]",
+                                   list(spec.agents), policy)
+    return needs
 
 
 def jit_tools(spec: Spec) -> list[str]:
@@ -68,7 +113,7 @@ def agent_tools(spec: Spec, agent_id: str, overrides: list[str] | None = None) -
     return spec.tools_for(agent_id, wanted + [name for name in jit if name not in wanted])
 
 
-def _check_retrieval(spec: Spec, defined: set[str], source: str, policy: ToolPolicy) -> None:
+def _check_retrieval(spec: Spec, defined: set[str], source: str) -> None:
     retrieval = spec.context_policy.retrieval if spec.context_policy else None
     if retrieval is None:
         return
@@ -76,16 +121,12 @@ def _check_retrieval(spec: Spec, defined: set[str], source: str, policy: ToolPol
         raise SpecError(source, "context_policy.retrieval.mcp_servers", "a placeholder in "
                         "strands-cli (it starts and attaches nothing); list the servers "
                         "under tools.mcp and name them in the agents' tools instead")
-    everyone = list(spec.agents)
     for i, name in enumerate(retrieval.jit_tools):
-        path = f"context_policy.retrieval.jit_tools[{i}]"
-        if native_name(name) is not None:
-            _check_python(name, path, everyone, source, policy)
-        elif name not in defined:
-            raise SpecError(source, path, f"unknown tool {name!r}"
-                            f"{hint(name, set(NATIVE_TOOLS) | defined)}; retrieval tools "
-                            "are native tools (grep, head, tail, search, ...) or tool ids "
-                            "the spec defines")
+        if native_name(name) is None and name not in defined:
+            raise SpecError(source, f"context_policy.retrieval.jit_tools[{i}]",
+                            f"unknown tool {name!r}{hint(name, set(NATIVE_TOOLS) | defined)}"
+                            "; retrieval tools are native tools (grep, head, tail, search, "
+                            "...) or tool ids the spec defines")
 
 
 def tool_lists(spec: Spec) -> Iterator[tuple[str, str, list[str]]]:
@@ -126,33 +167,38 @@ def _check_unique_ids(tools: ToolsConfig, source: str) -> None:
         seen.add(tool_id)
 
 
-def _check_python(reference: str, path: str, users: list[str], source: str,
-                  policy: ToolPolicy) -> None:
+LOCAL = "durable run on your own machine:"
+
+
+def _python_needs(reference: str, path: str, users: list[str],
+                  policy: ToolPolicy) -> list[Need]:
     native = native_name(reference)
     agents = ", ".join(users)
     if native == "python_exec" and not policy.tool_python_exec:
-        raise SpecError(source, path, f"tool 'python_exec' (agents: {agents}) runs the "
-                        "model's code on the worker; this fleet does not allow it "
-                        "(DURABLE_TOOL_PYTHON_EXEC)")
+        return [Need(path, Grant(ALLOW, "python_exec"), f"tool 'python_exec' (agents: "
+                     f"{agents}) runs the model's code on the worker; this fleet does not "
+                     f"allow it (DURABLE_TOOL_PYTHON_EXEC; {LOCAL} --allow python_exec)")]
     if native is None and not policy.allows_module(reference):
-        raise SpecError(source, path, f"python tool {reference!r} (agents: {agents}) is "
-                        "neither a native tool nor under a module prefix this fleet "
-                        f"allows (DURABLE_TOOL_MODULES); native tools: "
-                        f"{', '.join(NATIVE_TOOLS)}")
+        module = reference.partition(":")[0]
+        return [Need(path, Grant(TOOL_MODULE, module), f"python tool {reference!r} (agents: "
+                     f"{agents}) is neither a native tool nor under a module prefix this "
+                     f"fleet allows (DURABLE_TOOL_MODULES; {LOCAL} --allow-tool-module "
+                     f"{module}); native tools: {', '.join(NATIVE_TOOLS)}")]
+    return []
 
 
-def _check_mcp(server: dict[str, Any], path: str, agents: list[str], source: str,
-               policy: ToolPolicy) -> None:
-    who = f"MCP server {server['id']!r} (agents: {', '.join(agents)})"
-    if server.get("command") is not None:
-        if server["command"] not in policy.commands:
-            raise SpecError(source, f"{path}.command", f"{who}: command "
-                            f"{server['command']!r} is not one this fleet may start "
-                            f"(DURABLE_MCP_COMMANDS: {', '.join(policy.commands) or 'none'})")
-        _check_secrets(server.get("env") or {}, f"{path}.env", source, policy)
-    else:
-        _check_url(str(server.get("url")), f"{path}.url", source)
-        _check_secrets(server.get("headers") or {}, f"{path}.headers", source, policy)
+def _mcp_needs(server: McpServer, path: str, agents: list[str],
+               policy: ToolPolicy) -> list[Need]:
+    if server.command is None:
+        return _secret_needs(server.headers, f"{path}.headers", policy)
+    needs = []
+    if server.command not in policy.commands:
+        needs.append(Need(f"{path}.command", Grant(MCP_COMMAND, server.command),
+                          f"MCP server {server.id!r} (agents: {', '.join(agents)}): command "
+                          f"{server.command!r} is not one this fleet may start "
+                          f"(DURABLE_MCP_COMMANDS: {', '.join(policy.commands) or 'none'}; "
+                          f"{LOCAL} --allow-mcp-command {server.command})"))
+    return needs + _secret_needs(server.env, f"{path}.env", policy)
 
 
 def _check_url(url: str, path: str, source: str) -> None:
@@ -161,11 +207,10 @@ def _check_url(url: str, path: str, source: str) -> None:
         raise SpecError(source, path, f"{url[:200]!r} is not an http(s) URL with a host")
 
 
-def _check_secrets(values: dict[str, str], path: str, source: str, policy: ToolPolicy) -> None:
-    for key, value in values.items():
-        for name in env_references(value):
-            if name not in policy.secrets:
-                raise SpecError(source, f"{path}.{key}", f"${{{name}}} names a variable of "
-                                "the worker's environment this fleet does not lend to "
-                                f"specs (DURABLE_TOOL_SECRETS: "
-                                f"{', '.join(policy.secrets) or 'none'})")
+def _secret_needs(values: dict[str, str], path: str, policy: ToolPolicy) -> list[Need]:
+    return [Need(f"{path}.{key}", Grant(SECRET, name), f"${{{name}}} names a variable of "
+                 "the worker's environment this fleet does not lend to specs "
+                 f"(DURABLE_TOOL_SECRETS: {', '.join(policy.secrets) or 'none'}; {LOCAL} "
+                 f"--allow-secret {name})")
+            for key, value in values.items() for name in env_references(value)
+            if name not in policy.secrets]

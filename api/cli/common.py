@@ -33,6 +33,7 @@ from strands_durable.settings import (
     Limits,
     describe_settings_error,
 )
+from strands_durable.spec.grants import Grants, parse_grants
 from strands_durable.spec.loader import (
     LoadedSpec,
     load_script_file,
@@ -103,6 +104,50 @@ AllowHostOpt = Annotated[list[str] | None, typer.Option(
     help="Let this process's model requests go to URL (its scheme, host, port and the paths "
     "under it) although the spec's runtime.host names it and no DURABLE_<PROVIDER>_HOSTS "
     "lists it: the provider's key goes there. Repeatable.")]
+
+
+AllowOpt = Annotated[list[str] | None, typer.Option(
+    "--allow", metavar="NAME", help="Grant this run what the fleet's policy refuses by "
+    "default: python_exec (the model's code runs on this machine). Local runs only. "
+    "Repeatable.")]
+AllowMcpCommandOpt = Annotated[list[str] | None, typer.Option(
+    "--allow-mcp-command", metavar="CMD", help="Let the spec's stdio MCP servers start "
+    "CMD (exact name, as DURABLE_MCP_COMMANDS lists it). Local runs only. Repeatable.")]
+AllowSecretOpt = Annotated[list[str] | None, typer.Option(
+    "--allow-secret", metavar="NAME", help="Lend environment variable NAME to the spec's "
+    "${NAME} headers and MCP env (as DURABLE_TOOL_SECRETS does). Local runs only. "
+    "Repeatable.")]
+AllowToolModuleOpt = Annotated[list[str] | None, typer.Option(
+    "--allow-tool-module", metavar="PREFIX", help="Let the spec import python tools under "
+    "module PREFIX (as DURABLE_TOOL_MODULES does). Local runs only. Repeatable.")]
+
+
+def local_grants(allow: list[str] | None, mcp_commands: list[str] | None,
+                 secrets: list[str] | None, tool_modules: list[str] | None,
+                 ephemeral: bool) -> Grants:
+    """The grants of `durable run`'s flags, checked (exit 2 naming the flag and what it
+    takes). Only for a run whose steps this process alone runs (the local store or
+    memory): with DURABLE_REDIS_URL the fleet's workers may take its steps (a session's
+    entries share their shard's consumer group), and their policy is their operator's."""
+    local = ephemeral or "DURABLE_REDIS_URL" not in os.environ
+    try:
+        grants = parse_grants(allow, mcp_commands, secrets, tool_modules)
+    except ValueError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+    if not grants.empty and not local:
+        raise fail(f"{', '.join(sorted({g.flag for g in grants.listed()}))}: grants widen "
+                   "the tool policy of a run on this machine only; with DURABLE_REDIS_URL "
+                   "set the fleet's workers may run its steps under their operator's policy "
+                   "(DURABLE_TOOL_PYTHON_EXEC, DURABLE_MCP_COMMANDS, DURABLE_TOOL_SECRETS, "
+                   "DURABLE_TOOL_MODULES); unset it or add --ephemeral", EXIT_USAGE)
+    return grants
+
+
+def refuse_together(what: str, given: dict[str, bool]) -> None:
+    """Exit 2 when an option that stands alone (`what`) is given with others."""
+    together = [flag for flag, on in given.items() if on]
+    if together:
+        raise fail(f"{what}; it takes no {', '.join(together)}", EXIT_USAGE)
 
 
 def checked(check: Callable[[str], str]) -> Callable[[str | None], str | None]:

@@ -15,6 +15,10 @@ from strands_durable.api.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     AllowHostOpt,
+    AllowMcpCommandOpt,
+    AllowOpt,
+    AllowSecretOpt,
+    AllowToolModuleOpt,
     JsonOpt,
     PriorityOpt,
     ProviderOpt,
@@ -28,8 +32,10 @@ from strands_durable.api.cli.common import (
     exit_code,
     fail,
     load,
+    local_grants,
     out,
     print_json,
+    refuse_together,
     run_async,
     with_store,
 )
@@ -37,7 +43,7 @@ from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.settings import DurableSettings
+from strands_durable.spec.grants import NO_GRANTS, Grants, grant
 from strands_durable.spec.loader import load_spec_file, parse_var_args
 from strands_durable.spec.provider_hosts import grant_hosts
 from strands_durable.store.keys import check_session_id, check_token
@@ -74,22 +80,22 @@ def run(
         "--keep-completed", help="Keep completed local sessions older than "
         "DURABLE_RETENTION_DAYS (the others still go).")] = False,
     allow_host: AllowHostOpt = None,
+    allow: AllowOpt = None,
+    allow_mcp_command: AllowMcpCommandOpt = None,
+    allow_secret: AllowSecretOpt = None,
+    allow_tool_module: AllowToolModuleOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a workflow in this process (no server needed) and print its final response.
     Without DURABLE_REDIS_URL its session is kept in the local store: if this process
     dies, `durable run --resume ID` continues it from the last committed step."""
+    grants = local_grants(allow, allow_mcp_command, allow_secret, allow_tool_module, ephemeral)
     if resume_id is not None:
-        given = [flag for flag, on in (("SPEC", spec is not None), ("--auto-resume", auto_resume),
-                                       ("--provider", provider is not None),
-                                       ("--script", script is not None),
-                                       ("--script-replace", script_replace),
-                                       ("--ephemeral", ephemeral)) if on]
-        if given:
-            raise fail(f"--resume continues a stored session; it takes no {', '.join(given)}",
-                       EXIT_USAGE)
-        raise typer.Exit(resume_here(resume_id, ResumeArgs(var=var, allow_host=allow_host),
-                                     out_dir, keep_completed))
+        refuse_together("--resume continues a stored session", {"SPEC": spec is not None,
+            "--auto-resume": auto_resume, "--provider": bool(provider), "--script": bool(script),
+            "--script-replace": script_replace, "--ephemeral": ephemeral})
+        raise typer.Exit(resume_here(resume_id, ResumeArgs(
+            var=var, allow_host=allow_host, grants=grants), out_dir, keep_completed))
     if spec is None:
         raise fail("give a workflow SPEC to run, or --resume ID", EXIT_USAGE)
     spec_path = spec
@@ -100,6 +106,7 @@ def run(
 
         honour_spec_telemetry()  # before loading: the spec's endpoint is checked there
         grant_hosts(tuple(allow_host or ()))  # likewise its runtime.host, and on each step
+        grant(grants)  # --allow*: its tools, checked at load and run by this process
         loaded = load(spec_path, var, provider, script, script_replace)
         check_credentials(loaded.spec, str(spec_path))  # this process runs the steps
         if out_dir is not None:
@@ -130,6 +137,7 @@ class ResumeArgs:
     budget_sets: dict[str, int] = field(default_factory=dict)
     spec: Path | None = None
     allow_host: list[str] | None = None  # --allow-host: model hosts granted here
+    grants: Grants = NO_GRANTS  # --allow*: tool policy granted here
 
 
 def on_first_interrupt() -> None:
@@ -161,14 +169,20 @@ def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
                 keep_completed: bool = False) -> int:
     """`durable run --resume ID`, and `durable resume ID` with no fleet: continue the
     session in this process from its last commit; exit as `durable run` does."""
-    from strands_durable.api.run_resume import ResumeChanges, local_retention, resume_embedded
+    from strands_durable.api.run_resume import (
+        ResumeChanges,
+        local_retention,
+        persistent,
+        resume_embedded,
+    )
     from strands_durable.worker.embedded import embedded_settings, honour_spec_telemetry
 
     async def body(interrupts: Interrupts, current: list[str]) -> int:
         honour_spec_telemetry()  # as the run it continues did (a --spec is checked here)
         grant_hosts(tuple(args.allow_host or ()))
+        grant(args.grants)
         settings = embedded_settings()
-        if not persistent_store(settings):
+        if not persistent(settings):
             raise fail("--resume: DURABLE_EPHEMERAL keeps nothing to resume; unset it",
                        EXIT_USAGE)
         changes = ResumeChanges(
@@ -187,12 +201,6 @@ def resume_here(session_id: str, args: ResumeArgs, out_dir: Path | None,
         return report(outcome, out_dir, time.perf_counter() - started)
 
     return run_async(interruptible_body(body))
-
-
-def persistent_store(settings: DurableSettings) -> bool:
-    from strands_durable.api.run_resume import persistent
-
-    return persistent(settings)
 
 
 def print_resuming(record: SessionRecord) -> None:

@@ -1,7 +1,9 @@
 """`durable validate SPEC`: load a spec as `run` and `submit` do, run nothing.
 
 Like strands-cli's `validate`: one line naming the spec and its shape, exit 0; a bad
-spec is the same one-line error as `durable run` gives, exit 2."""
+spec is the same one-line error as `durable run` gives, exit 2. A spec the tool policy
+refuses only for want of a grant (spec/grants.py) is valid: a "needs grants:" section
+(`grants` in --json) names each `durable run --allow*` flag that would run it."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from strands_durable.api.cli.common import (
     run_async,
 )
 from strands_durable.patterns import pattern_for
+from strands_durable.spec.grants import Grant, surveying
 from strands_durable.spec.loader import LoadedSpec
 from strands_durable.spec.provider_hosts import grant_hosts
 
@@ -51,11 +54,14 @@ def validate(
     """Check a spec (schema, references, templates, skills, $ref agents) as `run` and
     `submit` load it; run nothing, store nothing. Exit 0 valid, 2 not."""
 
-    async def body() -> LoadedSpec:
+    async def body() -> tuple[LoadedSpec, list[Grant]]:
         grant_hosts(tuple(allow_host or ()))  # as `durable run --allow-host` would
-        return load(spec, var, provider, script, script_replace)
+        with surveying() as needs:  # what the tool policy refuses: listed, not refused
+            return load(spec, var, provider, script, script_replace), needs
 
-    doc = shape(run_async(body()))
+    loaded, needs = run_async(body())
+    doc = shape(loaded) | {"grants": [
+        {"flag": need.flag, "value": need.value, "arg": str(need)} for need in needs]}
     if as_json:
         print_json(doc)
         return
@@ -64,3 +70,7 @@ def validate(
     out.print(f"valid: {doc['name']} ({doc['pattern']}) from {doc['source']}: "
               f"{doc['agents']} agent{'s' if doc['agents'] != 1 else ''}, {parts}",
               highlight=False, markup=False, soft_wrap=True)
+    if needs:
+        out.print("needs grants: this fleet's tool policy refuses it; `durable run` on your "
+                  "own machine runs it with:\n" + "\n".join(f"  {need}" for need in needs),
+                  highlight=False, markup=False, soft_wrap=True)

@@ -19,6 +19,7 @@ from strands.types.tools import AgentTool
 from strands_durable.errors import StepFailed
 from strands_durable.models import StepJob
 from strands_durable.settings import ToolPolicy
+from strands_durable.spec.grants import widen
 from strands_durable.spec.model import Spec
 from strands_durable.spec.tool_checks import agent_tools
 from strands_durable.spec.tools import ToolsConfig
@@ -34,7 +35,9 @@ MAX_CACHED_SELECTIONS = 256
 
 class Toolbox:
     def __init__(self, policy: ToolPolicy, environ: Mapping[str, str] | None = None) -> None:
-        self.policy = policy
+        # The operator's policy, widened by `durable run`'s grants when this in-process
+        # worker runs that command's session (an `arq worker` has none).
+        self.policy = widen(policy)
         self.environ = environ if environ is not None else os.environ
         self._mcp: McpPool | None = None  # started with the first MCP server a step needs
         self._static: OrderedDict[tuple[str, str], list[AgentTool]] = OrderedDict()

@@ -22,6 +22,7 @@ from typing import IO, Any
 from strands.types.tools import ToolResult, ToolUse
 
 from strands_durable.settings import current_tool_policy
+from strands_durable.spec.grants import widen
 from strands_durable.worker.tools.native._common import error, int_arg, ok, run_tool, str_arg
 
 TOOL_SPEC = {
@@ -136,7 +137,7 @@ def _execute(code: str, timeout_s: int, out: IO[bytes], err: IO[bytes], cwd: str
 
 
 def _run(tool: ToolUse, args: dict[str, Any]) -> ToolResult:
-    policy = current_tool_policy()
+    policy = widen(current_tool_policy())  # `durable run --allow python_exec` here
     if not policy.tool_python_exec:
         return error(tool, f"Error: python_exec is off on this worker; the operator turns it "
                            f"on with {SETTING}=true")
