@@ -1,0 +1,262 @@
+"""The Redis backend: the API's operations run here, on the store, with the functions
+its routes call (api/routes_*.py -> sessions/*.py, store/fleet.py), and checked by the
+same request models; no API server between. Events and the live stream are followed
+with the store's blocking reads, as the API's followers do."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from strands_durable.api.errors import ApiError
+from strands_durable.api.listing import BadCursor, ListQuery, decode_cursor, encode_cursor
+from strands_durable.api.listing import list_page as list_sessions_page
+from strands_durable.api.routes_fleet import fleet_queue, fleet_workers
+from strands_durable.api.routes_system import worker_health
+from strands_durable.api.schemas import (
+    ActionResponse,
+    ArtifactInfo,
+    ArtifactList,
+    CheckpointList,
+    EventOut,
+    EventPage,
+    ForkResponse,
+    Health,
+    RedisHealth,
+    RequeueRequest,
+    RequeueResponse,
+    ResumeRequest,
+    SessionPage,
+    SubmitRequest,
+    SubmitResponse,
+)
+from strands_durable.api.schemas_fleet import QueueOut, WorkerList
+from strands_durable.api.submission import Submitted, load_only, plan_submitted
+from strands_durable.client import wire
+from strands_durable.client.backend import Changes, ListFilter, Submission
+from strands_durable.client.errors import ApiInvalidInput, ApiNotFound, ClientError, class_for
+from strands_durable.metrics import render_api_metrics
+from strands_durable.models import SessionStatus
+from strands_durable.sessions import control
+from strands_durable.sessions.checkpoints import (
+    CheckpointDetail,
+    fork_from_checkpoint,
+    get_checkpoint,
+    list_checkpoints,
+)
+from strands_durable.sessions.deletion import delete_session
+from strands_durable.sessions.history import Idle, event_doc, event_docs, follow_events
+from strands_durable.sessions.live import LiveEntry, LiveFollowers
+from strands_durable.sessions.requeue import requeue as do_requeue
+from strands_durable.sessions.start import with_priority
+from strands_durable.sessions.status import SessionDetail, session_status, summary
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store, session_settings
+from strands_durable.store.fleet import list_workers, liveness_window_s
+from strands_durable.store.outage import REDIS_DOWN
+from strands_durable.store.store import Store
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+FOLLOW_BLOCK_MS = 1_000  # a blocking read's length; under the socket timeout (below)
+
+
+def checked(model: type[M], body: dict[str, Any]) -> M:
+    """`body` as the route's request model: the same 422 the API would answer."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise ApiInvalidInput("invalid_request", problems, 422,
+                              {"errors": exc.errors(include_url=False)}) from None
+
+
+def as_client_error(exc: ApiError) -> ClientError:
+    return class_for(exc.status)(exc.code, exc.message, exc.status, exc.details)
+
+
+def epoch_ms(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)  # a time without a zone is UTC, as stored
+    return int(value.timestamp() * 1000)
+
+
+class RedisBackend:
+    def __init__(self, settings: DurableSettings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.block_ms = max(100, min(FOLLOW_BLOCK_MS,
+                                     int(settings.redis_socket_timeout_s * 1000) - 1000))
+        self.followers: LiveFollowers | None = None
+        self.prepared = False
+
+    @classmethod
+    def open(cls, url: str | None, *, key_prefix: str | None = None) -> RedisBackend:
+        settings = DurableSettings()
+        updates: dict[str, Any] = {"key_prefix": key_prefix} if key_prefix else {}
+        if url is not None:
+            updates["redis_url"] = url
+        settings = settings.model_copy(update=updates)
+        if url is None:
+            settings = session_settings(settings)  # DURABLE_REDIS_URL, else the local store
+        return cls(settings, open_store(settings))
+
+    async def aclose(self) -> None:
+        await self.store.close()
+
+    async def _prepared(self) -> Store:
+        if not self.prepared:
+            await self.store.prepare()
+            self.prepared = True
+        return self.store
+
+    async def _in_thread(self, work: Callable[[Submitted], T], submitted: Submitted) -> T:
+        """Loading a spec is CPU work: off the loop, as the API's render stage does."""
+        try:
+            return await asyncio.to_thread(work, submitted)
+        except ApiError as exc:  # 413: the spec over its limit
+            raise as_client_error(exc) from None
+
+    async def submit(self, s: Submission) -> SubmitResponse:
+        body = checked(SubmitRequest, wire.submit_call(
+            s.spec, variables=s.variables, priority=s.priority, provider=s.provider).body)
+        planned = await self._in_thread(plan_submitted, Submitted(
+            body.spec, body.variables, body.provider, body.script, s.idempotency_key))
+        store = await self._prepared()
+        sid, created = await store.create_session(with_priority(planned, body.priority))
+        record = await store.get_session(sid)
+        return SubmitResponse(session_id=sid, status=record.status, created=created)
+
+    async def get(self, session_id: str) -> SessionDetail:
+        return await session_status(self.store, session_id)
+
+    async def list_page(self, query: ListFilter, cursor: str | None) -> SessionPage:
+        try:
+            position = decode_cursor(cursor) if cursor else None
+        except BadCursor as exc:
+            raise ApiInvalidInput("invalid_cursor", str(exc), 422, {"cursor": cursor}) from None
+        status = SessionStatus(query.status) if query.status is not None else None
+        page = await list_sessions_page(self.store, ListQuery(
+            limit=query.limit, status=status, workflow=query.workflow, cursor=position,
+            updated_after_ms=epoch_ms(query.updated_after),
+            updated_before_ms=epoch_ms(query.updated_before)))
+        return SessionPage(items=[summary(r) for r in page.records],
+                           next_cursor=encode_cursor(page.next_cursor)
+                           if page.next_cursor else None)
+
+    async def events_page(self, session_id: str, after: str | None, limit: int) -> EventPage:
+        await self.store.get_session(session_id)
+        docs = event_docs(await self.store.events(session_id, after=after or "-", count=limit))
+        return EventPage(items=[EventOut.model_validate(d) for d in docs],
+                         last_id=docs[-1]["id"] if docs else after)
+
+    async def follow_events(self, session_id: str, after: str | None
+                            ) -> AsyncIterator[EventOut]:
+        await self.store.get_session(session_id)  # NotFound before anything is followed
+        async for item in follow_events(self.store, session_id, after or "0-0",
+                                        block_ms=self.block_ms):
+            if not isinstance(item, Idle):
+                yield EventOut.model_validate(event_doc(*item))
+
+    async def follow_stream(self, session_id: str, after: str | None
+                            ) -> AsyncIterator[LiveEntry]:
+        await self.store.get_session(session_id)
+        if self.followers is None:
+            self.followers = LiveFollowers(self.store, self.block_ms)
+        async for item in self.followers.follow(session_id, after or "0-0"):
+            if not isinstance(item, Idle):
+                yield item
+
+    async def pause(self, session_id: str) -> ActionResponse:
+        return ActionResponse(session_id=session_id,
+                              status=await control.pause(self.store, session_id))
+
+    async def cancel(self, session_id: str) -> ActionResponse:
+        return ActionResponse(session_id=session_id,
+                              status=await control.cancel(self.store, session_id))
+
+    async def resume(self, session_id: str, changes: Changes) -> ActionResponse:
+        req = checked(ResumeRequest, wire.resume_body(
+            variables=changes.variables, budgets=changes.budgets, spec=changes.spec))
+        new_spec = (await self._in_thread(load_only, Submitted(req.spec))
+                    if req.spec is not None else None)
+        outcome = await control.resume(self.store, session_id, variables=req.variables,
+                                       budget_sets=req.budgets.model_dump(exclude_none=True),
+                                       new_spec=new_spec)
+        return ActionResponse(session_id=session_id, status=outcome.status,
+                              notes=outcome.notes)
+
+    async def fork(self, session_id: str, checkpoint: int, changes: Changes) -> ForkResponse:
+        req = checked(ResumeRequest, wire.resume_body(
+            variables=changes.variables, budgets=changes.budgets, from_checkpoint=checkpoint))
+        new_sid = await fork_from_checkpoint(
+            self.store, session_id, checkpoint, variables=req.variables,
+            budget_sets=req.budgets.model_dump(exclude_none=True))
+        record = await self.store.get_session(new_sid)
+        return ForkResponse(session_id=new_sid, forked_from=session_id, checkpoint=checkpoint,
+                            status=record.status.value)
+
+    async def signal(self, session_id: str, response: str) -> ActionResponse:
+        outcome = await control.resume(self.store, session_id, hitl_response=response)
+        return ActionResponse(session_id=session_id, status=outcome.status,
+                              notes=outcome.notes)
+
+    async def requeue(self, session_id: str, step: str | None, dead: bool, dry_run: bool
+                      ) -> RequeueResponse:
+        req = checked(RequeueRequest, wire.requeue_body(step=step, dead=dead, dry_run=dry_run))
+        report = await do_requeue(self.store, session_id, step=req.step, dead=req.dead,
+                                  dry_run=req.dry_run)
+        return RequeueResponse.model_validate(report.to_dict())
+
+    async def delete(self, session_id: str) -> None:
+        await delete_session(self.store, session_id)
+
+    async def artifacts(self, session_id: str) -> ArtifactList:
+        await self.store.get_session(session_id)
+        found = await self.store.artifacts(session_id)
+        return ArtifactList(items=[ArtifactInfo(name=n, size_bytes=len(body.encode()))
+                                   for n, body in sorted(found.items())])
+
+    async def artifact(self, session_id: str, name: str) -> bytes:
+        await self.store.get_session(session_id)
+        body = (await self.store.artifacts(session_id)).get(name)
+        if body is None:
+            raise ApiNotFound("artifact_not_found",
+                              f"session {session_id} has no artifact {name!r}", 404,
+                              {"session_id": session_id, "name": name})
+        return body.encode()
+
+    async def checkpoints(self, session_id: str) -> CheckpointList:
+        return CheckpointList(items=await list_checkpoints(self.store, session_id))
+
+    async def checkpoint(self, session_id: str, n: int) -> CheckpointDetail:
+        return await get_checkpoint(self.store, session_id, n)
+
+    async def health(self) -> Health:
+        window_s = liveness_window_s(self.settings.heartbeat_s)
+        try:
+            await self.store.ping()
+            workers = worker_health(await list_workers(self.store, alive_within_s=window_s),
+                                    window_s)
+        except (*REDIS_DOWN, TimeoutError) as exc:
+            return Health(status="unavailable",
+                          redis=RedisHealth(ok=False, error=str(exc) or type(exc).__name__))
+        return Health(status="ok" if workers.recent else "degraded",
+                      redis=RedisHealth(ok=True), workers=workers)
+
+    async def metrics(self) -> str:
+        body = await render_api_metrics(self.store, heartbeat_s=self.settings.heartbeat_s)
+        return body.decode()
+
+    async def workers(self) -> WorkerList:
+        return await fleet_workers(self.store, self.settings)
+
+    async def queue(self) -> QueueOut:
+        return await fleet_queue(self.store)
