@@ -14,7 +14,7 @@ from helpers.api import HITL, api_process, chain_spec
 from helpers.fleet import Fleet
 
 from strands_durable.client import AsyncClient, Client
-from strands_durable.client.errors import ApiInvalidInput, Unauthorized
+from strands_durable.client.errors import ApiConflict, ApiInvalidInput, ApiNotFound, Unauthorized
 from strands_durable.errors import Conflict, InvalidInput, NotFound
 
 # Starts `durable api` and `arq worker` processes (tests/conftest.py SLOW_MODULES).
@@ -134,7 +134,8 @@ def test_sync_pause_resume_signal_cancel(served: tuple[Fleet, str]) -> None:
         assert "session_cancelled" in ended
         with pytest.raises(Conflict) as refused:
             client.pause(doomed)
-        assert refused.value.code == "invalid_transition" and refused.value.status == 409
+        assert isinstance(refused.value, ApiConflict) and refused.value.status == 409
+        assert refused.value.code == "invalid_transition"
 
 
 def test_sync_requeue_a_failed_step(served: tuple[Fleet, str]) -> None:
@@ -158,7 +159,8 @@ async def test_errors_by_kind(served: tuple[Fleet, str]) -> None:
     async with AsyncClient(url, token=TOKEN) as client:
         with pytest.raises(NotFound) as missing:
             await client.get(NOPE)
-        assert (missing.value.code, missing.value.status) == ("session_not_found", 404)
+        assert isinstance(missing.value, ApiNotFound) and missing.value.status == 404
+        assert missing.value.code == "session_not_found"
         with pytest.raises(ApiInvalidInput) as bad:
             await client.submit("version: 0\nname: x\n")
         assert bad.value.code == "invalid_spec" and isinstance(bad.value, InvalidInput)

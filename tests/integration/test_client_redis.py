@@ -5,6 +5,7 @@ private redis-server through the functions the API's routes call, with a real wo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 from helpers import RedisServer, wait_for
@@ -39,9 +40,9 @@ pattern:
 
 @pytest.fixture
 async def client(redis_server: RedisServer, prefix: str, consumer: StepConsumer
-                 ) -> AsyncClient:
+                 ) -> AsyncIterator[AsyncClient]:
     async with AsyncClient.connect_redis(redis_server.url, key_prefix=prefix) as c:
-        yield c  # type: ignore[misc]
+        yield c
 
 
 async def test_submit_wait_events_stream_artifacts_fork(client: AsyncClient) -> None:

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from strands_durable.api.schemas import SubmitResponse
@@ -162,3 +163,42 @@ def test_server_sent_events_are_parsed_line_by_line() -> None:
     assert isinstance(error, ApiUnavailable) and error.code == "redis_unavailable"
     with pytest.raises(ServerError):
         wire.frame_json(wire.SseFrame("x", None, "{not json"))
+
+
+async def test_a_dropped_event_stream_resumes_after_the_last_event_seen() -> None:
+    """The server's side is a stand-in here (tests/integration covers the real one): the
+    first stream closes without its `end` frame, as a restarted API's would."""
+    asked: list[str | None] = []
+
+    def frame(n: int) -> str:
+        return (f"id: {n}-0\nevent: step_completed\n"
+                f'data: {{"id": "{n}-0", "type": "step_completed", "step": "step:{n}"}}\n\n')
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("Last-Event-ID"))
+        assert request.headers["Authorization"] == "Bearer t"
+        body = "retry: 2000\n\n" + frame(1) if len(asked) == 1 else \
+            frame(2) + 'event: end\ndata: {"status": "completed"}\n\n'
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+
+    async with AsyncClient("http://api.test", token="t",
+                           transport=httpx.MockTransport(serve)) as client:
+        steps = [e.step async for e in client.events(SID)]
+    assert steps == ["step:1", "step:2"] and asked == [None, "1-0"]
+
+
+async def test_a_503_is_retried_for_a_get_and_not_for_a_submit() -> None:
+    calls: list[str] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        return httpx.Response(503, content=envelope("overloaded"), headers={"Retry-After": "0"})
+
+    async with AsyncClient("http://api.test", retries=2,
+                           transport=httpx.MockTransport(serve)) as client:
+        with pytest.raises(ApiUnavailable):
+            await client.get(SID)
+        assert calls == ["GET"] * 3
+        with pytest.raises(Unavailable):
+            await client.submit("version: 0")
+        assert calls[3:] == ["POST"]
