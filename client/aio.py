@@ -26,6 +26,7 @@ from strands_durable.client.backend import Backend, Changes, ListFilter, Submiss
 from strands_durable.client.errors import WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
 from strands_durable.client.wire import SpecInput
+from strands_durable.errors import InvalidInput
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import Checkpoint, CheckpointDetail
 from strands_durable.sessions.live import LiveEntry
@@ -150,6 +151,8 @@ class AsyncClient:
         if done.status == "paused" and done.waiting:
             await client.signal(sid, "approved")
         ```"""
+        if not poll > 0:
+            raise InvalidInput(f"wait: poll must be a positive number of seconds, not {poll!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             detail = await self._backend.get(session_id)

@@ -31,7 +31,9 @@ from strands_durable.errors import Conflict, DurableError, InvalidInput, NotFoun
 class ClientError(DurableError):
     """What every client error carries: `code` (the API's `error.code`), `status` (the
     HTTP status; 0 when no answer came), `message`, and `details()` (the envelope's
-    `details`)."""
+    `details`). Each class lists its kind first, so the class's `code` is its kind's."""
+
+    code = "http_error"
 
     def __init__(self, code: str, message: str, status: int = 0, details: Any = None,
                  retry_after_s: float | None = None) -> None:
@@ -52,43 +54,43 @@ class ClientError(DurableError):
                f"message={self.message!r})"
 
 
-class ApiInvalidInput(ClientError, InvalidInput):
+class ApiInvalidInput(InvalidInput, ClientError):
     """422 (and other 4xx without a class of their own): the request or spec is invalid."""
 
 
-class Unauthorized(ClientError, InvalidInput):
+class Unauthorized(InvalidInput, ClientError):
     """401: the bearer token is missing or wrong."""
 
 
-class PayloadTooLarge(ClientError, InvalidInput):
+class PayloadTooLarge(InvalidInput, ClientError):
     """413: the request body or the spec is over the server's limit."""
 
 
-class ApiNotFound(ClientError, NotFound):
+class ApiNotFound(NotFound, ClientError):
     """404: no such session, checkpoint or artifact (`code` says which)."""
 
 
-class ApiConflict(ClientError, Conflict):
+class ApiConflict(Conflict, ClientError):
     """409: the session's state refuses the action (or an Idempotency-Key was reused)."""
 
 
-class ApiUnavailable(ClientError, Unavailable):
+class ApiUnavailable(Unavailable, ClientError):
     """503: Redis unreachable or the API overloaded; `retry_after_s` when it said."""
 
 
-class RateLimited(ClientError, Unavailable):
+class RateLimited(Unavailable, ClientError):
     """429: too many requests (a proxy in front of the API); `retry_after_s` when said."""
 
 
-class ServerError(ClientError, Unavailable):
+class ServerError(Unavailable, ClientError):
     """500 and other 5xx, or an answer that is not the API's envelope."""
 
 
-class ConnectionFailed(ClientError, Unavailable):
+class ConnectionFailed(Unavailable, ClientError):
     """No answer: the connection was refused, reset or timed out."""
 
 
-class WaitTimeout(ClientError, Conflict, TimeoutError):
+class WaitTimeout(Conflict, ClientError, TimeoutError):
     """`wait()` ran out of time while the session was still running."""
 
 

@@ -6,7 +6,9 @@ with the store's blocking reads, as the API's followers do."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -38,7 +40,13 @@ from strands_durable.api.schemas_fleet import QueueOut, WorkerList
 from strands_durable.api.submission import Submitted, load_only, plan_submitted
 from strands_durable.client import wire
 from strands_durable.client.backend import Changes, ListFilter, Submission
-from strands_durable.client.errors import ApiInvalidInput, ApiNotFound, ClientError, class_for
+from strands_durable.client.errors import (
+    ApiInvalidInput,
+    ApiNotFound,
+    ClientError,
+    ConnectionFailed,
+    class_for,
+)
 from strands_durable.metrics import render_api_metrics
 from strands_durable.models import SessionStatus
 from strands_durable.sessions import control
@@ -88,6 +96,47 @@ def epoch_ms(value: datetime | None) -> int | None:
     return int(value.timestamp() * 1000)
 
 
+def redis_down(exc: Exception) -> ConnectionFailed:
+    return ConnectionFailed("redis_unavailable", f"cannot reach Redis ({exc})")
+
+
+def answering_redis_down(cls: type[T]) -> type[T]:
+    """Every public operation of `cls` raises ConnectionFailed (an Unavailable) when
+    Redis cannot be reached, as the API answers 503, instead of redis-py's own error."""
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("_") or not callable(fn):
+            continue
+        if inspect.isasyncgenfunction(fn):
+            setattr(cls, name, _generator_guard(fn))
+        elif inspect.iscoroutinefunction(fn):
+            setattr(cls, name, _coroutine_guard(fn))
+    return cls
+
+
+def _coroutine_guard(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except REDIS_DOWN as exc:
+            raise redis_down(exc) from None
+
+    return guarded
+
+
+def _generator_guard(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    @functools.wraps(fn)
+    async def guarded(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        try:
+            async for item in fn(*args, **kwargs):
+                yield item
+        except REDIS_DOWN as exc:
+            raise redis_down(exc) from None
+
+    return guarded
+
+
+@answering_redis_down
 class RedisBackend:
     def __init__(self, settings: DurableSettings, store: Store) -> None:
         self.settings = settings

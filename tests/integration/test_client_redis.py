@@ -8,12 +8,12 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from helpers import RedisServer, wait_for
+from helpers import RedisServer, free_port, wait_for
 from helpers.api import HITL, chain_spec
 
 from strands_durable.client import AsyncClient, Client
-from strands_durable.client.errors import ApiInvalidInput
-from strands_durable.errors import Conflict, InvalidInput, NotFound
+from strands_durable.client.errors import ApiInvalidInput, ConnectionFailed
+from strands_durable.errors import Conflict, InvalidInput, NotFound, Unavailable
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
@@ -131,3 +131,14 @@ async def test_the_sync_client_on_redis(redis_server: RedisServer, prefix: str,
 
     # The consumer runs on this test's loop: the blocking client waits on a thread.
     await asyncio.to_thread(use)
+
+
+async def test_an_unreachable_redis_is_unavailable_not_a_traceback(prefix: str) -> None:
+    async with AsyncClient.connect_redis(f"redis://127.0.0.1:{free_port()}/0",
+                                         key_prefix=prefix) as client:
+        with pytest.raises(ConnectionFailed) as down:
+            await client.get(NOPE)
+        assert isinstance(down.value, Unavailable) and down.value.code == "redis_unavailable"
+        with pytest.raises(ConnectionFailed):
+            [e async for e in client.events(NOPE)]
+        assert (await client.health()).status == "unavailable"
