@@ -1,12 +1,13 @@
-"""Generate the site's three references from the code: the HTTP API (the app's OpenAPI
-document), the `durable` commands (the click tree under the Typer app) and the settings
-(`DurableSettings`, every `DURABLE_*` variable).
+"""Generate the site's references from the code: the HTTP API (the app's OpenAPI
+document), the `durable` commands (the click tree under the Typer app), the settings
+(`DurableSettings`, every `DURABLE_*` variable) and the Python surface (the docstrings of
+`strands_durable.__all__`).
 
     .venv/bin/python docs/reference/generate.py          # rewrite docs/reference/*.md
     .venv/bin/python docs/reference/generate.py --check  # exit 1 if a file is stale
 
-tests/unit/test_docs_site.py runs the check, so a new route, command, option or setting
-that is missing from the committed references fails the tests."""
+tests/unit/test_docs_site.py runs the check, so a new route, command, option, setting or
+public name that is missing from the committed references fails the tests."""
 
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ def _clean_environment() -> Iterator[None]:
 
 # --- configuration ---------------------------------------------------------------------------
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """The comment lines right above each annotated field of a settings class."""
+def _field_comments(cls: type, *, shared: bool = True) -> dict[str, str]:
+    """The comment lines right above each annotated field of a settings class; with
+    `shared`, a field right under another without a comment of its own takes its one."""
     try:
         source = textwrap.dedent(inspect.getsource(cls))
     except (OSError, TypeError):
@@ -76,7 +78,7 @@ def _field_comments(cls: type) -> dict[str, str]:
                 index -= 1
             text = " ".join(comment)
             # A field right under another (no comment, no blank line) shares its comment.
-            if not text and index >= 0 and lines[index].strip() and previous:
+            if shared and not text and index >= 0 and lines[index].strip() and previous:
                 text = previous
             found[node.target.id] = previous = text
     return found
@@ -291,8 +293,88 @@ def api() -> str:
     return "".join(out)
 
 
+# --- Python ----------------------------------------------------------------------------------
+# The public surface (core/__init__.py `__all__`), from each name's own docstring: the
+# clients with their public methods, the functions, the spec models with their fields.
+
+class _Shown(str):
+    """An annotation as written: inspect shows annotations by their repr (quoted)."""
+
+    __repr__ = str.__str__
+
+
+def _signature(func: Any) -> str:
+    """`(a: T = d, *, b: U) -> R`, without self."""
+    signature = inspect.signature(func)
+    params = [p.replace(annotation=_Shown(_type_name(p.annotation)))
+              if p.annotation is not p.empty else p
+              for p in signature.parameters.values() if p.name not in ("self", "cls")]
+    returns = signature.return_annotation
+    return str(signature.replace(parameters=params, return_annotation=returns
+                                 if returns is signature.empty else _Shown(_type_name(returns))))
+
+
+def _doc(value: Any) -> str:
+    """Its own docstring only (a class without one would show its base class's)."""
+    return inspect.cleandoc(value.__doc__) + "\n\n" if (value.__doc__ or "").strip() else ""
+
+
+def _model_fields(cls: Any) -> str:
+    annotations = {k: v for base in reversed(cls.__mro__)
+                   for k, v in getattr(base, "__annotations__", {}).items()}
+    comments = _field_comments(cls, shared=False)
+    rows = ["| field | type | default | description |\n|---|---|---|---|\n"]
+    for name, field in cls.model_fields.items():
+        value = field.get_default(call_default_factory=True)
+        value = value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+        default = "required" if field.is_required() else \
+            "none" if value is None else _code(json.dumps(value))
+        rows.append(f"| `{field.alias or name}` | {_code(_type_name(annotations[name]))} | "
+                    f"{default} | {_cell(field.description or comments.get(name, ''))} |\n")
+    return "".join(rows) + "\n"
+
+
+def _python_entry(name: str, value: Any) -> str:
+    if not inspect.isclass(value):
+        return f"### `{name}{_signature(value)}`\n\n{_doc(value)}"
+    out = [f"### `{name}`\n\n", _doc(value)]
+    if issubclass(value, BaseException):
+        out.insert(1, f"`class {name}({', '.join(b.__name__ for b in value.__bases__)})`\n\n")
+    elif hasattr(value, "model_fields"):
+        out.append(_model_fields(value))
+    else:
+        out.append(f"`{name}{_signature(value.__init__)}`\n\n")
+        for method in vars(value):
+            member = getattr(value, method)
+            if not method.startswith("_") and callable(member):
+                out.append(f"#### `{name}.{method}{_signature(member)}`\n\n{_doc(member)}")
+    return "".join(out)
+
+
+def python() -> str:
+    import strands_durable
+
+    # In the order the surface lists them (the spec's parts after the spec), not A-Z.
+    values = {name: getattr(strands_durable, name) for name in strands_durable._EXPORTS}
+    out = [HEADER.format(source="the docstrings of `strands_durable`'s public names"),
+           "# Python reference\n\n",
+           "Everything `from strands_durable import ...` offers (its `__all__`), with the "
+           "docstrings of the code. The [Python](../python.md) page shows them in use; "
+           "`strands_durable.__version__` is the installed version.\n\n"]
+    for title in ("Clients", "Functions", "Errors", "Spec models"):
+        out.append(f"## {title}\n\n")
+        out.extend(_python_entry(n, v) for n, v in values.items() if _group(v) == title)
+    return "".join(out)
+
+
+def _group(v: Any) -> str:
+    return ("Functions" if not inspect.isclass(v) else "Errors" if issubclass(v, BaseException)
+            else "Spec models" if hasattr(v, "model_fields") else "Clients")
+
+
 GENERATORS: dict[str, Callable[[], str]] = {"api.md": api, "cli.md": cli,
-                                            "configuration.md": configuration}
+                                            "configuration.md": configuration,
+                                            "python.md": python}
 
 
 def generate() -> dict[str, str]:

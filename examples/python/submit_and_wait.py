@@ -56,7 +56,7 @@ def main() -> int:
         for artifact in client.artifacts(done.session_id):
             print(f"artifact: {artifact.name} ({artifact.size_bytes} bytes)")
         print("final response:")
-        print(done.final_response)
+        print((done.final_response or "").rstrip())
     return 0 if done.status == "completed" else 1
 
 

@@ -8,6 +8,7 @@ import inspect
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,11 @@ def test_every_public_name_has_its_own_docstring() -> None:
             missing.add(name)
     assert missing <= UNDOCUMENTED_SPEC_MODELS, sorted(missing - UNDOCUMENTED_SPEC_MODELS)
     assert inspect.getdoc(strands_durable)
+
+
+def test_the_python_reference_documents_every_public_name() -> None:
+    # docs/reference/generate.py writes it; test_docs_site.py checks it is up to date.
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "python.md")
+    headings = {line.split("`")[1].split("(")[0] for line in page.read_text().splitlines()
+                if line.startswith("### `")}
+    assert headings == set(PUBLIC) - {"__version__"}
