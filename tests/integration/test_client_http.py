@@ -6,13 +6,17 @@ errors by kind, and a worker killed (SIGKILL) while a client waits."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from helpers import REPO, free_port, wait_for, wait_for_sync
 from helpers.api import HITL, api_process, chain_spec
-from helpers.fleet import Fleet
+from helpers.fleet import Fleet, durable_bin
 
+from strands_durable.api.schemas import EventOut
 from strands_durable.client import AsyncClient, Client
 from strands_durable.client.errors import ApiConflict, ApiInvalidInput, ApiNotFound, Unauthorized
 from strands_durable.errors import Conflict, InvalidInput, NotFound
@@ -204,3 +208,56 @@ def test_sync_wait_times_out_clearly(served: tuple[Fleet, str]) -> None:
         assert isinstance(late.value, Conflict) and late.value.code == "wait_timeout"
         fleet.breakpoints.clear("plain", "step:0")
         assert client.wait(sid, timeout=60, poll=0.1).status == "completed"
+
+
+def start_api(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`durable api` on `port`, answering /healthz before it is returned."""
+    with log.open("ab") as out:
+        proc = subprocess.Popen([*durable_bin(), "api", "--port", str(port)], cwd=REPO,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def answering() -> bool:
+        assert proc.poll() is None, log.read_text(errors="replace")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for_sync(answering, timeout_s=60, what="durable api to answer")
+    return proc
+
+
+async def test_events_resume_across_an_api_restart(fleet_factory: Callable[..., Fleet],
+                                                   tmp_path: Path) -> None:
+    fleet = fleet_factory()
+    fleet.start_worker()
+    port, log = free_port(), tmp_path / "api.log"
+    api = await asyncio.to_thread(start_api, fleet.env, port, log)
+    try:
+        async with AsyncClient(f"http://127.0.0.1:{port}", retries=20) as client:
+            fleet.breakpoints.set("plain", "step:1")
+            sid = (await client.submit(chain_spec(3))).session_id
+            seen: list[EventOut] = []
+
+            async def follow() -> None:
+                async for event in client.events(sid):
+                    seen.append(event)
+
+            following = asyncio.create_task(follow())
+            await fleet.breakpoints.wait("plain", "step:1")
+            async def step_0_seen() -> bool:
+                return any(e.type == "step_completed" for e in seen)
+
+            await wait_for(step_0_seen, what="step:0's completion on the followed stream")
+            api.kill()  # SIGKILL: the stream drops without its `end` frame
+            api.wait(timeout=30)
+            api = await asyncio.to_thread(start_api, fleet.env, port, log)
+            fleet.breakpoints.clear("plain", "step:1")
+            await asyncio.wait_for(following, timeout=90)
+    finally:
+        api.kill()
+        api.wait(timeout=30)
+    ids = [e.id for e in seen]
+    assert ids == sorted(set(ids), key=lambda i: tuple(map(int, i.split("-"))))
+    assert [e.step for e in seen if e.type == "step_completed"] == ["step:0", "step:1", "step:2"]
+    assert seen[-1].type == "session_completed"
