@@ -70,6 +70,7 @@ from strands_durable.store.store import Store
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+MAX_PAGE = 500  # GET /v1/sessions's largest page
 FOLLOW_BLOCK_MS = 1_000  # a blocking read's length; under the socket timeout (below)
 
 
@@ -191,7 +192,14 @@ class RedisBackend:
             position = decode_cursor(cursor) if cursor else None
         except BadCursor as exc:
             raise ApiInvalidInput("invalid_cursor", str(exc), 422, {"cursor": cursor}) from None
-        status = SessionStatus(query.status) if query.status is not None else None
+        try:
+            status = SessionStatus(query.status) if query.status is not None else None
+        except ValueError:
+            raise ApiInvalidInput("invalid_request", f"status: {query.status!r} is not one "
+                                  f"of {', '.join(SessionStatus)}", 422) from None
+        if not 1 <= query.limit <= MAX_PAGE:
+            raise ApiInvalidInput("invalid_request", f"limit: {query.limit} is not within "
+                                  f"1-{MAX_PAGE}", 422)
         page = await list_sessions_page(self.store, ListQuery(
             limit=query.limit, status=status, workflow=query.workflow, cursor=position,
             updated_after_ms=epoch_ms(query.updated_after),

@@ -111,6 +111,9 @@ async def test_errors_and_the_fleet(client: AsyncClient, consumer: StepConsumer)
     with pytest.raises(ApiInvalidInput) as bad:
         await client.requeue(NOPE, step="")
     assert bad.value.code == "invalid_request"
+    for wrong in ({"status": "bogus"}, {"page_size": 0}):
+        with pytest.raises(InvalidInput, match=r"status|limit"):
+            [s async for s in client.list(**wrong)]  # type: ignore[arg-type]
 
     async def seen() -> bool:
         return any(w.alive for w in await client.workers())
