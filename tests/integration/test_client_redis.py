@@ -113,7 +113,7 @@ async def test_errors_and_the_fleet(client: AsyncClient, consumer: StepConsumer)
     assert bad.value.code == "invalid_request"
     for wrong in ({"status": "bogus"}, {"page_size": 0}):
         with pytest.raises(InvalidInput, match=r"status|limit"):
-            [s async for s in client.list(**wrong)]  # type: ignore[arg-type]
+            [s async for s in client.list(**wrong)]
 
     async def seen() -> bool:
         return any(w.alive for w in await client.workers())
