@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from strands_durable.api.schemas import ErrorResponse
 from strands_durable.client.errors import ClientError, ServerError, class_for
 from strands_durable.errors import InvalidInput
+from strands_durable.spec.dump import spec_data
 from strands_durable.spec.model import Spec
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,12 +62,7 @@ def spec_body(spec: SpecInput) -> str | dict[str, Any]:
     if isinstance(spec, str):
         return spec
     if isinstance(spec, Spec):
-        # As the user would write it: aliases (`from`), only what was set; the skill
-        # library is the loader's attachment, not a spec field.
-        dumped: dict[str, Any] = spec.model_dump(mode="json", by_alias=True,
-                                                 exclude_unset=True,
-                                                 exclude={"skill_library"})
-        return dumped
+        return spec_data(spec)  # as `dump_spec` writes it: what was set, by its names
     if isinstance(spec, Mapping):
         return dict(spec)
     raise InvalidSpecInput(f"spec: expected a path, YAML text, a dict or a Spec, not "
