@@ -4,12 +4,21 @@ Strands reports a chat-completions stream that ended without a `finish_reason` a
 whole reply (`end_turn`); here its client's streams must carry one, or they end in
 `ProviderStreamCutShort` (worker/providers/sdk.py). The SDK itself stops at `[DONE]`
 and says nothing when it is missing; a stream that gave its `finish_reason` and then
-lost its usage chunk or `[DONE]` lost nothing of the reply."""
+lost its usage chunk or `[DONE]` lost nothing of the reply.
+
+Strands opens a new `AsyncOpenAI` client for every request (an httpx client may not
+cross event loops): about 90 ms of CPU each, mostly its TLS context. Here each model
+keeps one client per event loop; a changed OPENAI_API_KEY gets a new one. (Connections
+are not kept either way: the SDK closes a stream's response at `[DONE]`, before the
+chunked body's end is read, so httpx drops the connection.)"""
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import hashlib
 import os
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -57,10 +66,30 @@ def _finish_watched(base: type[Any]) -> type[Any]:
                     return response
                 return StopWatched(response, _finished, "openai", model_id)
 
-            async with super()._get_client() as client:
-                yield Watched(client, ("chat", "completions", "create"), watch)
+            yield Watched(self._loop_client(), ("chat", "completions", "create"), watch)
+
+        def _loop_client(self) -> Any:
+            """This loop's client, made on its first request (or when the key changed)."""
+            import openai
+
+            clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, Any]] = \
+                self.__dict__.setdefault("_durable_clients", weakref.WeakKeyDictionary())
+            loop = asyncio.get_running_loop()
+            key = _key_fingerprint()
+            held = clients.get(loop)
+            if held is not None and held[0] == key:
+                return held[1]
+            # A replaced client is not closed: a turn still streaming may hold it.
+            client = openai.AsyncOpenAI(**self._resolve_client_args())
+            clients[loop] = (key, client)
+            return client
 
     return FinishWatchedOpenAIModel
+
+
+def _key_fingerprint() -> str:
+    """Which OPENAI_API_KEY a client was made with, without keeping the key itself."""
+    return hashlib.sha256(os.environ.get("OPENAI_API_KEY", "").encode()).hexdigest()
 
 
 def _finished(chunk: Any) -> bool:
