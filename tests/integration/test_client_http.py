@@ -103,8 +103,14 @@ async def test_async_fleet_views(served: tuple[Fleet, str]) -> None:
     async with AsyncClient(url, token=TOKEN) as client:
         health = await client.health()
         assert health.status in ("ok", "degraded") and health.redis and health.redis.ok
-        workers = [w for w in await client.workers() if w.alive]
-        assert [w.pid for w in workers] == [fleet.workers[0].pid]
+
+        async def alive() -> list[int | None]:
+            return [w.pid for w in await client.workers() if w.alive]
+
+        # The worker may not have sent its first heartbeat when the API answers.
+        assert await wait_for(alive, what="the worker's first heartbeat") == \
+            [fleet.workers[0].pid]
+        assert (await client.health()).status == "ok"
         queue = await client.queue()
         assert queue.shards and set(queue.total) >= {"lag", "pending", "dead_letters"}
         assert "durable_" in await client.metrics()
