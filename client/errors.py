@@ -94,6 +94,10 @@ class WaitTimeout(Conflict, ClientError, TimeoutError):
     """`wait()` ran out of time while the session was still running."""
 
 
+class InvalidClientSetting(InvalidInput):
+    """A client's own argument is unusable (a CA bundle that cannot be read)."""
+
+
 STATUS_CLASSES: dict[int, type[ClientError]] = {
     401: Unauthorized, 404: ApiNotFound, 409: ApiConflict, 413: PayloadTooLarge,
     422: ApiInvalidInput, 429: RateLimited, 503: ApiUnavailable,

@@ -34,6 +34,7 @@ from strands_durable.client.errors import (
     ApiUnavailable,
     ClientError,
     ConnectionFailed,
+    InvalidClientSetting,
     RateLimited,
 )
 from strands_durable.sessions.checkpoints import CheckpointDetail
@@ -50,7 +51,11 @@ BACKOFF_MAX_S = 5.0
 def tls_verify(verify: Verify) -> bool | ssl.SSLContext:
     """A CA bundle path becomes an SSL context (httpx wants one)."""
     if isinstance(verify, str | Path):
-        return ssl.create_default_context(cafile=str(verify))
+        try:
+            return ssl.create_default_context(cafile=str(verify))
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidClientSetting(f"verify: cannot use {verify} as CA bundle "
+                                       f"({exc})") from None
     return verify
 
 

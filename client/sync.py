@@ -85,9 +85,10 @@ class Client:
     def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None,
                  timeout: float = 30.0, verify: Verify = True, retries: int = 3,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self._thread = _LoopThread()
+        # The client first: a refused argument leaves no thread behind.
         self._async = AsyncClient(url, token=token, timeout=timeout, verify=verify,
                                   retries=retries, transport=transport)
+        self._thread = _LoopThread()
 
     @classmethod
     def connect_redis(cls, url: str | None = None, *, key_prefix: str | None = None
@@ -99,8 +100,8 @@ class Client:
             print(client.wait(sid).status)
         ```"""
         client = cls.__new__(cls)
-        client._thread = _LoopThread()
         client._async = AsyncClient.connect_redis(url, key_prefix=key_prefix)
+        client._thread = _LoopThread()
         return client
 
     def __enter__(self) -> Client:

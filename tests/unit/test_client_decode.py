@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from strands_durable.api.schemas import SubmitResponse
-from strands_durable.client import AsyncClient, wire
+from strands_durable.client import AsyncClient, Client, wire
 from strands_durable.client.errors import (
     ApiConflict,
     ApiInvalidInput,
@@ -202,3 +202,8 @@ async def test_a_503_is_retried_for_a_get_and_not_for_a_submit() -> None:
         with pytest.raises(Unavailable):
             await client.submit("version: 0")
         assert calls[3:] == ["POST"]
+
+
+def test_an_unreadable_ca_bundle_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match=r"verify: cannot use .*missing\.pem as CA bundle"):
+        Client("https://api.test", verify=tmp_path / "missing.pem")
