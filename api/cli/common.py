@@ -234,8 +234,11 @@ def redis_unreachable(exc: Exception) -> str:
                 f"have been stopped: run the command again")
     url = os.environ.get("DURABLE_REDIS_URL", DEFAULT_REDIS_URL)
     hint = ""
-    if isinstance(exc, RedisTimeoutError) and url.lower().startswith("rediss"):
-        hint = "; is that port TLS? a plain-text Redis never answers a TLS handshake"
+    if isinstance(exc, RedisTimeoutError):
+        # The timeout in force, so that a too-short DURABLE_REDIS_CONNECT_TIMEOUT_S shows.
+        hint = f", no answer within {env_settings().redis_connect_timeout_s:g}s"
+        if url.lower().startswith("rediss"):
+            hint += "; is that port TLS? a plain-text Redis never answers a TLS handshake"
     return f"cannot reach Redis at {redact(url)} ({exc}){hint}; check DURABLE_REDIS_URL"
 
 

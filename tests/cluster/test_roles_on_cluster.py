@@ -82,7 +82,7 @@ def test_every_role_runs_sessions_across_the_primaries(
     spec.write_text(SPEC)
     sids = [fleet.cli("submit", str(spec), "--var", f"topic=t{i}").stdout.strip()
             for i in range(CLI_SESSIONS)]
-    with httpx.Client(base_url=url, timeout=30) as http:
+    with httpx.Client(base_url=url, timeout=120) as http:
         assert http.get("/healthz").status_code == 200
         for i in range(HTTP_SESSIONS):
             r = http.post("/v1/sessions", json={"spec": SPEC, "variables": {"topic": f"h{i}"}})

@@ -173,7 +173,7 @@ def api_process(env: dict[str, str], log: Path, *, port_from_env: bool = False
             return False
 
     try:
-        wait_for_sync(answering, timeout_s=30, what="durable api to answer")
+        wait_for_sync(answering, timeout_s=120, what="durable api to answer")
         yield url
     finally:
         if proc.poll() is None:
