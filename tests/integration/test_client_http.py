@@ -14,6 +14,7 @@ import httpx
 import pytest
 from helpers import REPO, free_port, wait_for, wait_for_sync
 from helpers.api import HITL, api_process, chain_spec
+from helpers.client import FAILING, NOPE
 from helpers.fleet import Fleet, durable_bin
 
 from strands_durable.api.schemas import EventOut
@@ -25,24 +26,6 @@ from strands_durable.errors import Conflict, InvalidInput, NotFound
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOKEN = "client-token-5ecret"
-NOPE = "00000000-0000-4000-8000-000000000000"
-FAILING = """
-version: 0
-name: failing
-runtime:
-  provider: scripted
-  failure_policy: {retries: 0}
-  script:
-    rules:
-      - {contains: "boom", error: "the model is down"}
-agents:
-  a: {prompt: "You are a."}
-pattern:
-  type: chain
-  config:
-    steps:
-      - {agent: a, input: "boom"}
-"""
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from helpers import RedisServer, free_port, wait_for
 from helpers.api import HITL, chain_spec
+from helpers.client import FAILING, NOPE
 
 from strands_durable.client import AsyncClient, Client
 from strands_durable.client.errors import ApiInvalidInput, ConnectionFailed
@@ -17,25 +18,6 @@ from strands_durable.errors import Conflict, InvalidInput, NotFound, Unavailable
 from strands_durable.worker.consumer import StepConsumer
 
 pytestmark = pytest.mark.integration
-
-NOPE = "00000000-0000-4000-8000-000000000000"
-FAILING = """
-version: 0
-name: failing
-runtime:
-  provider: scripted
-  failure_policy: {retries: 0}
-  script:
-    rules:
-      - {contains: "boom", error: "the model is down"}
-agents:
-  a: {prompt: "You are a."}
-pattern:
-  type: chain
-  config:
-    steps:
-      - {agent: a, input: "boom"}
-"""
 
 
 @pytest.fixture
