@@ -33,6 +33,8 @@ from strands_durable.spec.steps import AgentStep, PatternConfig, Step
 
 
 class ChainConfig(PatternConfig):
+    """The chain pattern: its steps run one after another, each seeing the ones before."""
+
     steps: list[Step]
 
 

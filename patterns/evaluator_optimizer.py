@@ -79,16 +79,19 @@ from strands_durable.spec.steps import HitlGate, PatternConfig, SpecModel
 
 
 class EvaluatorConfig(SpecModel):
+    """evaluator_optimizer's evaluator: the agent that scores each draft."""
     agent: str
     input: str | None = None
 
 
 class AcceptConfig(SpecModel):
+    """evaluator_optimizer's `accept`: the score a draft must reach and the most rounds."""
     min_score: int
     max_iters: int = 3
 
 
 class EvaluatorOptimizerConfig(PatternConfig):
+    """The evaluator_optimizer pattern: a producer drafts, an evaluator scores, until accepted."""
     producer: str
     evaluator: EvaluatorConfig
     accept: AcceptConfig

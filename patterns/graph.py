@@ -73,6 +73,8 @@ from strands_durable.spec.templates import render_condition
 
 
 class AgentNode(SpecModel):
+    """A graph node that runs an agent (its `input` a template; the default input otherwise)."""
+
     agent: str
     input: str | None = None
 
@@ -84,6 +86,8 @@ GraphNode = Annotated[
 
 
 class Choice(SpecModel):
+    """A conditional edge target: go `to` this node when the `when` expression is true."""
+
     when: str
     to: str
 
@@ -97,6 +101,8 @@ class Edge(SpecModel):
 
 
 class GraphConfig(PatternConfig):
+    """The graph pattern: nodes, edges (static or chosen by conditions), and the most iterations."""
+
     max_iterations: int = 10
     nodes: dict[str, GraphNode]  # insertion order matters: the first node is the entry
     edges: list[Edge]

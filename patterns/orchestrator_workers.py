@@ -111,16 +111,23 @@ class OrchestratorLimits(SpecModel):
 
 
 class OrchestratorConfig(SpecModel):
+    """orchestrator_workers' orchestrator: the agent that splits the task, and its limits."""
+
     agent: str
     limits: OrchestratorLimits | None = None
 
 
 class WorkerTemplate(SpecModel):
+    """orchestrator_workers' worker: the agent (and its tools) each subtask runs on."""
+
     agent: str
     tools: list[str] | None = None
 
 
 class OrchestratorWorkersConfig(PatternConfig):
+    """The orchestrator_workers pattern: an orchestrator plans subtasks, workers run them, a
+    reducer and writeup may follow."""
+
     orchestrator: OrchestratorConfig
     decomposition_review: HitlGate | None = None
     worker_template: WorkerTemplate

@@ -50,11 +50,15 @@ from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecM
 
 
 class Branch(SpecModel):
+    """One branch of a parallel pattern: its own chain of steps."""
+
     id: str
     steps: list[Step]
 
 
 class ParallelConfig(PatternConfig):
+    """The parallel pattern: branches run side by side, then an optional reduce step."""
+
     branches: list[Branch]
     reduce: Step | None = None
 

@@ -72,6 +72,9 @@ from strands_durable.spec.steps import AgentStep, HitlStep, PatternConfig, SpecM
 
 
 class RouterConfig(SpecModel):
+    """The routing pattern's router: the agent that picks a route (asked again up to
+    `max_retries`)."""
+
     agent: str
     input: str | None = None
     max_retries: int = 2
@@ -79,10 +82,14 @@ class RouterConfig(SpecModel):
 
 
 class Route(SpecModel):
+    """One routing choice: the steps that run when the router picks it."""
+
     then: list[Step] = Field(default_factory=list)
 
 
 class RoutingConfig(PatternConfig):
+    """The routing pattern: a router agent picks one of the routes, whose steps then run."""
+
     router: RouterConfig
     routes: dict[str, Route]
 

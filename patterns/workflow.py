@@ -61,6 +61,8 @@ if TYPE_CHECKING:  # spec.model picks pattern configs through the pattern regist
 
 
 class WorkflowTask(SpecModel):
+    """One workflow task: an agent, its input, and the tasks it depends on (`deps`)."""
+
     id: str
     agent: str
     deps: list[str] = Field(default_factory=list)
@@ -80,6 +82,9 @@ Task = Annotated[
 
 
 class WorkflowConfig(PatternConfig):
+    """The workflow pattern: tasks with dependencies, run as a DAG (independent ones side by
+    side)."""
+
     tasks: list[Task]
 
 PREFIX = "task:"

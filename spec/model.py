@@ -50,6 +50,9 @@ InputType = Literal["string", "number", "integer", "boolean", "array", "object"]
 
 
 class Budgets(SpecModel):
+    """Limits on a session: steps, tokens (input + output) and wall time; a warning at
+    `warn_threshold`."""
+
     max_steps: int | None = None
     max_tokens: int | None = None
     max_duration_s: int | None = None
@@ -57,6 +60,8 @@ class Budgets(SpecModel):
 
 
 class FailurePolicy(SpecModel):
+    """How often and how far apart a failed step is tried again (spec `runtime.failure_policy`)."""
+
     retries: int = 2
     backoff: Literal["constant", "exponential", "jittered"] = "exponential"
     wait_min: int = 1
@@ -95,6 +100,9 @@ class SpecCapacity(BaseModel):
 
 
 class Runtime(SpecModel):
+    """Where the agents' models come from: provider, model, host or region, sampling, budgets,
+    failure policy."""
+
     provider: str
     model_id: str | None = None
     region: str | None = None
@@ -113,6 +121,8 @@ class Runtime(SpecModel):
 
 
 class Inference(SpecModel):
+    """An agent's sampling settings (temperature, top_p, max_tokens), over the runtime's."""
+
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
@@ -135,6 +145,8 @@ class AgentSpec(SpecModel):
 
 
 class Pattern(SpecModel):
+    """The workflow's pattern: its `type` (one of the seven) and that type's `config` model."""
+
     type: str
     # SerializeAsAny: dump the fields of the type's config model, not of the base.
     config: SerializeAsAny[PatternConfig]
@@ -177,6 +189,8 @@ class InputVarSpec(SpecModel):
 
 
 class Inputs(SpecModel):
+    """The spec's variables: required and optional declarations and default `values`."""
+
     required: dict[str, InputVarSpec] = Field(default_factory=dict)
     optional: dict[str, InputVarSpec] = Field(default_factory=dict)
     values: dict[str, Scalar] = Field(default_factory=dict)
@@ -186,11 +200,16 @@ class Inputs(SpecModel):
 
 
 class Artifact(SpecModel):
+    """An output file: `path` (a template, written under the run's output folder) rendered
+    `from` a template."""
+
     path: str
     from_: str = Field(alias="from")
 
 
 class Outputs(SpecModel):
+    """What a run writes when it completes: its artifacts."""
+
     artifacts: list[Artifact] = Field(default_factory=list)
 
 

@@ -55,6 +55,9 @@ class ScriptRule(BaseModel):
 
 
 class ScriptConfig(BaseModel):
+    """The `scripted` provider's rules: deterministic offline replies (and tool calls) in place
+    of a model."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # A delay past the model timeout (DURABLE_MODEL_TIMEOUT_S) could only time out.

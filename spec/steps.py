@@ -39,6 +39,8 @@ class PatternConfig(SpecModel):
 
 
 class AgentStep(SpecModel):
+    """A step that runs one agent on `input` (a template over the variables and earlier steps)."""
+
     agent: str
     input: str | None = None
     vars: dict[str, Scalar] = Field(default_factory=dict)

@@ -59,6 +59,8 @@ class PythonTool(SpecModel):
 
 
 class McpServer(SpecModel):
+    """An MCP server whose tools agents may call: a stdio `command` or a `url`."""
+
     id: str
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -72,6 +74,8 @@ class McpServer(SpecModel):
 
 
 class HttpExecutor(SpecModel):
+    """An HTTP tool: requests to `base_url` (headers may name lent secrets as `${NAME}`)."""
+
     id: str
     base_url: str
     headers: dict[str, str] = Field(default_factory=dict)
@@ -83,6 +87,8 @@ class HttpExecutor(SpecModel):
 
 
 class ToolsConfig(SpecModel):
+    """The tools a spec defines: python callables, MCP servers and HTTP executors."""
+
     python: list[PythonTool] = Field(default_factory=list)
     mcp: list[McpServer] = Field(default_factory=list)
     http_executors: list[HttpExecutor] = Field(default_factory=list)
