@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus
@@ -24,6 +25,15 @@ MAX_SID = "\U0010ffff"
 # A filtered walk reads at most this many index entries per request, then hands back a
 # cursor (with a short or empty page) rather than scanning a huge index in one go.
 MAX_SCANNED = 2_000
+
+
+def epoch_ms(value: datetime | None) -> int | None:
+    """An update-time filter as the index's score (ms since the epoch)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)  # a time without a zone is UTC, as stored
+    return int(value.timestamp() * 1000)
 
 
 @dataclass(frozen=True, order=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -22,6 +22,7 @@ from strands_durable.api.listing import (
     ListQuery,
     decode_cursor,
     encode_cursor,
+    epoch_ms,
     list_page,
 )
 from strands_durable.api.schemas import (
@@ -109,7 +110,7 @@ async def list_sessions(
         raise ApiError(422, "invalid_cursor", str(exc), {"cursor": cursor}) from None
     page = await list_page(store, ListQuery(
         limit=limit, status=status, workflow=workflow, cursor=position,
-        updated_after_ms=_ms(updated_after), updated_before_ms=_ms(updated_before)))
+        updated_after_ms=epoch_ms(updated_after), updated_before_ms=epoch_ms(updated_before)))
     return SessionPage(items=[summary(r) for r in page.records],
                        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor else None)
 
@@ -209,10 +210,3 @@ async def delete(session_id: SessionIdPath, store: StoreDep) -> Response:
     await delete_session(store, session_id)
     return Response(status_code=204)
 
-
-def _ms(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)  # a time without a zone is UTC, as stored
-    return int(value.timestamp() * 1000)

@@ -9,13 +9,18 @@ import asyncio
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from strands_durable.api.errors import ApiError
-from strands_durable.api.listing import BadCursor, ListQuery, decode_cursor, encode_cursor
+from strands_durable.api.listing import (
+    BadCursor,
+    ListQuery,
+    decode_cursor,
+    encode_cursor,
+    epoch_ms,
+)
 from strands_durable.api.listing import list_page as list_sessions_page
 from strands_durable.api.routes_fleet import fleet_queue, fleet_workers
 from strands_durable.api.routes_system import worker_health
@@ -88,13 +93,6 @@ def checked(model: type[M], body: dict[str, Any]) -> M:
 def as_client_error(exc: ApiError) -> ClientError:
     return class_for(exc.status)(exc.code, exc.message, exc.status, exc.details)
 
-
-def epoch_ms(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)  # a time without a zone is UTC, as stored
-    return int(value.timestamp() * 1000)
 
 
 def redis_down(exc: Exception) -> ConnectionFailed:
