@@ -59,6 +59,12 @@ class LimitedLLM:
         with self.lock:
             self._in_flight -= 1
 
+    @property
+    def in_flight(self) -> int:
+        """Requests accepted and not yet ended (answered, or their client gone)."""
+        with self.lock:
+            return self._in_flight
+
 
 def _set(event: threading.Event) -> threading.Event:
     event.set()

@@ -69,6 +69,14 @@ async def test_a_killed_workers_reservations_come_back_within_the_lease(
         assert all(expiry <= killed_ms + LEASE_S * 1000 for _, expiry in held), held
         server.answering.set()  # the dead worker's requests end; nobody reads them
 
+        # Ended at the server before the next worker starts: on a loaded machine its
+        # threads can take longer than a lease to end them, and the peak below would count them
+        # beside the new worker's two.
+        async def dead_requests_ended() -> bool:
+            return server.in_flight == 0
+
+        await wait_for(dead_requests_ended, timeout_s=60, what="the dead worker's requests "
+                       "to end at the server")
         t0 = time.monotonic()
         fleet.start_worker()
 
