@@ -15,6 +15,7 @@ takes over at once (or after the TTL, if the leader died). The leader:
 - forgets the heartbeats of workers silent for DURABLE_WORKER_RETIRE_S and retires their
   consumers from the groups once nothing is pending under them, which keeps the fleet
   read (and `durable workers`) bounded;
+- fires the cron schedules' ticks, each once (scheduler/schedule_clock.py);
 - expires ended sessions: completed, failed and cancelled ones not updated for
   DURABLE_RETENTION_DAYS are deleted by the cleanup code (sessions/cleanup.py: the
   session's lock, a re-check, one atomic delete), a batch per round, in a task of its
@@ -41,6 +42,7 @@ from strands_durable.logs import configure_logging
 from strands_durable.models import now_ms
 from strands_durable.redis_targets import redact
 from strands_durable.scheduler.failover import DeathWatch
+from strands_durable.scheduler.schedule_clock import ScheduleClock
 from strands_durable.scheduler.watchdog import DurationGuard, StuckWatch
 from strands_durable.sessions.cleanup import cleanup_sessions
 from strands_durable.settings import DurableSettings
@@ -66,6 +68,7 @@ class SchedulerService:
         self.durations = DurationGuard(store)
         self.stuck = StuckWatch(store, settings.stuck_after_s)
         self.deaths = DeathWatch(store, settings, self.name)  # fast failover, while leading
+        self.schedules = ScheduleClock(store, settings.timer_poll_ms / 1000)  # cron schedules
         self._lease_until = 0.0  # monotonic time our lock may have lapsed by
         self._stopping = asyncio.Event()
         self._next_check = self._next_stuck_check = 0.0
@@ -195,6 +198,9 @@ class SchedulerService:
         expiry = asyncio.create_task(self._expire_loop(), name="scheduler-retention")
         deaths = asyncio.create_task(self.deaths.run(self._stopping, lambda: self.leading),
                                      name="scheduler-failover")
+        schedules = asyncio.create_task(
+            self.schedules.run(self._stopping, lambda: self.leading, self.outage.failed),
+            name="scheduler-schedules")
         log.info("scheduler %s started (%d shard(s))", self.name, self.store.keys.shards)
         interval = self.settings.timer_poll_ms / 1000
         try:
@@ -214,7 +220,8 @@ class SchedulerService:
             leader.cancel()
             expiry.cancel()
             deaths.cancel()
-            await asyncio.gather(leader, expiry, deaths, return_exceptions=True)
+            schedules.cancel()
+            await asyncio.gather(leader, expiry, deaths, schedules, return_exceptions=True)
             with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
                 await self.lock.release()  # a standby takes over without waiting the TTL
             self._lease_until = 0.0

@@ -62,6 +62,20 @@ def check_token(kind: str, value: str) -> str:
     return value
 
 
+# Schedule names (issue 30): they spell keys and idempotency keys, so a short plain word.
+MAX_SCHEDULE_NAME_CHARS = 64
+SCHEDULE_NAME_FORM = (f"1 to {MAX_SCHEDULE_NAME_CHARS} letters, digits, '.', '_' or '-', "
+                      "starting with a letter or digit")
+_SCHEDULE_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{MAX_SCHEDULE_NAME_CHARS - 1}}}")
+
+
+def check_schedule_name(value: str) -> str:
+    """A schedule's name; InvalidId naming it otherwise."""
+    if not isinstance(value, str) or _SCHEDULE_NAME.fullmatch(value) is None:
+        raise InvalidId("schedule name", value, SCHEDULE_NAME_FORM)
+    return value
+
+
 def shard_of(session_id: str, shards: int) -> int:
     return zlib.crc32(session_id.encode()) % shards
 
@@ -286,3 +300,21 @@ class Keys:
 
     def lock_fence(self, name: str, shard: int | None = None) -> str:
         return f"{self.lock(name, shard)}:fence"
+
+    # -- schedules (global; store/schedules.py) -------------------------------------
+    def schedules(self) -> str:
+        """Schedules: name -> its definition (JSON: the spec as submitted, cron, ...)."""
+        return f"{self.prefix}:schedules"
+
+    def schedule_cursors(self) -> str:
+        """Schedules' last tick handled: name -> tick (epoch ms), only ever raised."""
+        return f"{self.prefix}:schedules:cursor"
+
+    def schedule_buffered(self) -> str:
+        """Schedules' one tick waiting for the previous run to end (overlap buffer_one):
+        name -> tick (epoch ms)."""
+        return f"{self.prefix}:schedules:buffered"
+
+    def schedule_runs(self, name: str) -> str:
+        """A schedule's recent runs: tick field -> the run (JSON), capped."""
+        return f"{self.prefix}:schedule:{check_schedule_name(name)}:runs"

@@ -43,6 +43,7 @@ from strands_durable.store.records import (
     StreamEntry,
     commit_bytes,
 )
+from strands_durable.store.schedules import ScheduleOps
 from strands_durable.store.session_reads import SessionReads
 from strands_durable.store.step_path import StepPath
 from strands_durable.store.streams import StreamReads
@@ -61,7 +62,7 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps, CapacityOps, LiveOps):
+            FailoverOps, CapacityOps, LiveOps, ScheduleOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with; create groups."""
         recorded = await self.redis.hget(self.keys.config(), "shards")

@@ -11,12 +11,21 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from strands_durable.api.cli import capacity, control, run, serve, sessions, validate, views
+from strands_durable.api.cli import (
+    capacity,
+    control,
+    run,
+    schedules,
+    serve,
+    sessions,
+    validate,
+    views,
+)
 from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (capacity, control, run, serve, sessions, validate, views)
+_COMMAND_MODULES = (capacity, control, run, schedules, serve, sessions, validate, views)
 
 
 def main() -> None:
