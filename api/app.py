@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI
 
 from strands_durable.api import (
     errors,
+    routes_access,
     routes_control,
     routes_fleet,
     routes_ops,
@@ -65,11 +66,12 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit)
     authed = [Depends(require_token)]
     # BodyLimit answers 413 before any route runs, so every route may answer it.
-    responses = error_responses(401, 404, 413, 422, 503)
+    responses = error_responses(401, 403, 404, 413, 422, 429, 503)
     app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
     app.include_router(routes_control.router, dependencies=authed, responses=responses)
     app.include_router(routes_ops.router, dependencies=authed, responses=responses)
     app.include_router(routes_fleet.router, dependencies=authed, responses=responses)
+    app.include_router(routes_access.router, dependencies=authed, responses=responses)
     app.include_router(routes_system.router)
     install_console(app)  # /ui, and /docs, /redoc, /openapi.json served offline
     return app

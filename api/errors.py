@@ -30,13 +30,14 @@ log = logging.getLogger("durable.api")
 # that none is missing) and those of the HTTP edge itself.
 ERROR_CODES: tuple[str, ...] = (
     # the HTTP edge
-    "unauthorized", "invalid_request", "invalid_cursor", "method_not_allowed",
-    "http_error", "payload_too_large", "artifact_not_found", "redis_unavailable",
-    "internal_error",
+    "unauthorized", "forbidden", "too_many_failures", "invalid_request", "invalid_cursor",
+    "method_not_allowed", "http_error", "payload_too_large", "artifact_not_found",
+    "redis_unavailable", "internal_error",
     # the domain errors, by kind: invalid input (422)
-    "invalid_input", "invalid_id", "invalid_spec", "template_error", "invalid_artifact_path",
+    "invalid_input", "invalid_id", "invalid_spec", "invalid_token_request", "template_error",
+    "invalid_artifact_path",
     # not found (404)
-    "not_found", "session_not_found", "checkpoint_not_found",
+    "not_found", "session_not_found", "checkpoint_not_found", "token_not_found",
     # conflict (409)
     "conflict", "invalid_transition", "idempotency_key_reused", "nothing_to_resume",
     "nothing_to_requeue", "fork_refused", "session_busy", "session_running", "lock_lost",

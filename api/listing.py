@@ -71,6 +71,11 @@ class ListQuery:
     updated_after_ms: int | None = None  # inclusive
     updated_before_ms: int | None = None  # inclusive
     cursor: Cursor | None = None
+    namespace: str | None = None  # None: every namespace
+
+    @property
+    def filtered(self) -> bool:
+        return self.workflow is not None or self.namespace is not None
 
     def start(self) -> Cursor:
         top = Cursor(min(self.updated_before_ms, MAX_SCORE)
@@ -106,17 +111,19 @@ async def _candidates(store: Store, q: ListQuery, cursor: Cursor, count: int) ->
 
 
 async def _matching(store: Store, q: ListQuery, positions: list[Cursor]) -> list[Cursor]:
-    if q.workflow is None or not positions:
+    if not q.filtered or not positions:
         return positions
-    names = await store.workflow_names([pos.sid for pos in positions])
-    return [pos for pos, name in zip(positions, names, strict=True) if name == q.workflow]
+    labels = await store.session_labels([pos.sid for pos in positions])
+    return [pos for pos, label in zip(positions, labels, strict=True)
+            if label is not None and q.workflow in (None, label[0])
+            and q.namespace in (None, label[1])]
 
 
 async def list_page(store: Store, q: ListQuery) -> Page:
     records: list[SessionRecord] = []
     cursor = q.start()
     scanned = 0
-    batch = q.limit if q.workflow is None else max(q.limit, 100)
+    batch = max(q.limit, 100) if q.filtered else q.limit
     while True:
         positions = await _candidates(store, q, cursor, batch)
         scanned += len(positions)

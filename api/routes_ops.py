@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path
+from fastapi import APIRouter, Body, Path, Request
 
+from strands_durable.api.auth import audit
 from strands_durable.api.deps import StoreDep
 from strands_durable.api.schemas import (
     MAX_CHECKPOINT,
@@ -43,11 +44,14 @@ async def checkpoint(session_id: SessionIdPath, n: Annotated[int, Path(ge=1, le=
 @router.post("/{session_id}/requeue", response_model=RequeueResponse,
              responses=error_responses(409, e409="Nothing to requeue, or the session is "
                                        "completed or cancelled"))
-async def requeue(session_id: SessionIdPath, store: StoreDep,
+async def requeue(session_id: SessionIdPath, store: StoreDep, request: Request,
                   body: Annotated[RequeueRequest | None, Body()] = None) -> dict[str, Any]:
     """Put the session's failed or dead-lettered steps back on the stream (attempts
     reset, step_requeued recorded, the session running again)."""
     req = body or RequeueRequest()
     report = await do_requeue(store, session_id, step=req.step, dead=req.dead,
                               dry_run=req.dry_run)
+    if not req.dry_run:
+        await audit(request, "requeue", session_id,
+                    f"step {req.step}" if req.step else ("dead letters" if req.dead else ""))
     return report.to_dict()

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from strands_durable.api import sse
+from strands_durable.api.auth import audit, namespace_of
 from strands_durable.api.deps import (
     LiveFollowersDep,
     RenderStageDep,
@@ -42,7 +43,7 @@ from strands_durable.api.submission import Submitted, plan_submitted
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import event_docs
-from strands_durable.sessions.start import with_priority
+from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -77,11 +78,12 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     # stage) writes no key at all.
     planned = await stage.run(plan_submitted, Submitted(
         body.spec, body.variables, body.provider, body.script, idempotency_key))
-    planned = with_priority(planned, body.priority)
+    planned = in_namespace(with_priority(planned, body.priority), namespace_of(request))
     await ensure_prepared(request.app)
     sid, created = await store.create_session(planned)
     record = await store.get_session(sid)
     if created:
+        await audit(request, "submit", sid, planned.workflow_name)
         response.headers["Location"] = location(sid)
     else:
         response.status_code = 200
@@ -91,6 +93,7 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
 
 @router.get("", response_model=SessionPage)
 async def list_sessions(
+    request: Request,
     store: StoreDep,
     status: SessionStatus | None = None,
     workflow: Annotated[str | None, Query(min_length=1, max_length=256,
@@ -110,7 +113,8 @@ async def list_sessions(
         raise ApiError(422, "invalid_cursor", str(exc), {"cursor": cursor}) from None
     page = await list_page(store, ListQuery(
         limit=limit, status=status, workflow=workflow, cursor=position,
-        updated_after_ms=epoch_ms(updated_after), updated_before_ms=epoch_ms(updated_before)))
+        updated_after_ms=epoch_ms(updated_after), updated_before_ms=epoch_ms(updated_before),
+        namespace=namespace_of(request)))
     return SessionPage(items=[summary(r) for r in page.records],
                        next_cursor=encode_cursor(page.next_cursor) if page.next_cursor else None)
 
@@ -205,8 +209,9 @@ async def artifact(session_id: SessionIdPath, name: ArtifactNamePath, store: Sto
 
 
 @router.delete("/{session_id}", status_code=204, response_class=Response)
-async def delete(session_id: SessionIdPath, store: StoreDep) -> Response:
+async def delete(session_id: SessionIdPath, store: StoreDep, request: Request) -> Response:
     """Delete the session and everything it stored."""
     await delete_session(store, session_id)
+    await audit(request, "delete", session_id)
     return Response(status_code=204)
 

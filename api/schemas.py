@@ -299,7 +299,9 @@ class Health(BaseModel):
 
 
 ERROR_DESCRIPTIONS = {
-    401: "Missing or wrong bearer token",
+    401: "Missing, wrong, expired or revoked bearer token",
+    403: "The token's role or namespaces do not allow this",
+    429: "Too many failed sign-ins from this address (Retry-After)",
     404: "No such session",
     409: "The session's status forbids this action",
     413: "The request body (512 KiB) or the spec (DURABLE_MAX_SPEC_BYTES) is over its limit",
@@ -311,7 +313,11 @@ ERROR_DESCRIPTIONS = {
 # Example answers of each error status (what /docs shows under it, one per code).
 _SID = SESSION_EXAMPLE
 ERROR_EXAMPLES: dict[int, list[tuple[str, str, dict[str, Any]]]] = {
-    401: [("unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
+    401: [("unauthorized", "missing, wrong, expired or revoked bearer token "
+           "(Authorization: Bearer <token>)", {})],
+    403: [("forbidden", "this token's role (read) may not do this: it needs operate",
+           {"needs": "operate", "token": "3f9a0c7e1b2d"})],
+    429: [("too_many_failures", "too many failed sign-ins from this address; retry in 41 s",
            {})],
     404: [("session_not_found", f"no session {_SID}", {"session_id": _SID}),
           ("checkpoint_not_found", f"session {_SID}: there is no checkpoint 9 (checkpoints "
@@ -361,6 +367,8 @@ OPERATION_IDS = {
     "resume": "resumeSession", "signal": "signalSession", "checkpoints": "listCheckpoints",
     "checkpoint": "getCheckpoint", "requeue": "requeueSession", "healthz": "getHealth",
     "metrics": "getMetrics", "workers": "listWorkers", "queue": "getQueue",
+    "list_tokens": "listTokens", "create_token": "createToken", "revoke_token": "revokeToken",
+    "audit": "listAudit",
 }
 
 

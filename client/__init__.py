@@ -17,6 +17,7 @@ from strands_durable.client.errors import (
     ApiUnavailable,
     ClientError,
     ConnectionFailed,
+    Forbidden,
     PayloadTooLarge,
     RateLimited,
     ServerError,
@@ -27,6 +28,6 @@ from strands_durable.client.sync import Client
 
 __all__ = [
     "ApiConflict", "ApiInvalidInput", "ApiNotFound", "ApiUnavailable", "AsyncClient",
-    "Client", "ClientError", "ConnectionFailed", "PayloadTooLarge", "RateLimited",
+    "Client", "ClientError", "ConnectionFailed", "Forbidden", "PayloadTooLarge", "RateLimited",
     "ServerError", "Unauthorized", "WaitTimeout",
 ]

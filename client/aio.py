@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 import httpx
 
+from strands_durable.access import NAMESPACE_FORM, is_namespace
 from strands_durable.api.schemas import (
     ActionResponse,
     ArtifactInfo,
@@ -21,9 +22,15 @@ from strands_durable.api.schemas import (
     RequeueResponse,
     SubmitResponse,
 )
+from strands_durable.api.schemas_access import (
+    AuditPage,
+    TokenCreated,
+    TokenCreateRequest,
+    TokenOut,
+)
 from strands_durable.api.schemas_fleet import QueueOut, WorkerOut
 from strands_durable.client.backend import Backend, Changes, ListFilter, Submission
-from strands_durable.client.errors import WaitTimeout
+from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
 from strands_durable.client.wire import SpecInput
 from strands_durable.errors import InvalidInput
@@ -38,6 +45,7 @@ EVENTS_PAGE = 1_000
 Artifacts = list[ArtifactInfo]
 Checkpoints = list[Checkpoint]
 Workers = list[WorkerOut]
+Tokens = list[TokenOut]
 
 
 class AsyncClient:
@@ -59,9 +67,13 @@ class AsyncClient:
 
     def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None,
                  timeout: float = 30.0, verify: Verify = True, retries: int = 3,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 namespace: str | None = None) -> None:
+        if namespace is not None and not is_namespace(namespace):
+            raise InvalidClientSetting(f"namespace {namespace[:80]!r} is not {NAMESPACE_FORM}")
         self._backend: Backend = HttpBackend(url, token=token, timeout=timeout, verify=verify,
-                                             retries=retries, transport=transport)
+                                             retries=retries, transport=transport,
+                                             namespace=namespace)
 
     @classmethod
     def connect_redis(cls, url: str | None = None, *, key_prefix: str | None = None
@@ -331,3 +343,44 @@ class AsyncClient:
         print((await client.queue()).total["lag"])
         ```"""
         return await self._backend.queue()
+
+    # -- tokens and the audit trail ------------------------------------------------------
+    async def tokens(self) -> Tokens:
+        """Every API token: id, name, role, namespaces, state (never a token's text).
+        Needs an admin token over every namespace.
+
+        ```python
+        active = [t.id for t in await client.tokens() if t.state == "active"]
+        ```"""
+        return (await self._backend.tokens()).items
+
+    async def create_token(self, role: str, namespaces: Sequence[str], *, name: str = "",
+                           expires_in_s: float | None = None) -> TokenCreated:
+        """A new token with `role` (read, submit, operate, admin) in `namespaces`
+        (['*']: every one). Its text is in the answer only, this once.
+
+        ```python
+        created = await client.create_token("read", ["team-a"], expires_in_s=86_400)
+        reader = AsyncClient(url, token=created.token, namespace="team-a")
+        ```"""
+        return await self._backend.create_token(TokenCreateRequest.model_validate({
+            "role": role, "namespaces": list(namespaces), "name": name,
+            "expires_in_s": expires_in_s}))
+
+    async def revoke_token(self, token_id: str) -> None:
+        """Revoke a token; every API replica refuses it within a second.
+
+        ```python
+        await client.revoke_token(created.info.id)
+        ```"""
+        await self._backend.revoke_token(token_id)
+
+    async def audit(self, *, limit: int = 50, before: str | None = None) -> AuditPage:
+        """The namespace's audit trail, newest first (an operate token): who paused,
+        cancelled, forked, deleted or changed a token, when and from where.
+
+        ```python
+        for entry in (await client.audit(limit=20)).items:
+            print(entry.actor, entry.action, entry.target)
+        ```"""
+        return await self._backend.audit(limit, before)

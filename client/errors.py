@@ -62,6 +62,11 @@ class Unauthorized(InvalidInput, ClientError):
     """401: the bearer token is missing or wrong."""
 
 
+class Forbidden(InvalidInput, ClientError):
+    """403: the token's role or namespaces do not allow this (`details.needs` names the
+    role it would take)."""
+
+
 class PayloadTooLarge(InvalidInput, ClientError):
     """413: the request body or the spec is over the server's limit."""
 
@@ -99,7 +104,7 @@ class InvalidClientSetting(InvalidInput):
 
 
 STATUS_CLASSES: dict[int, type[ClientError]] = {
-    401: Unauthorized, 404: ApiNotFound, 409: ApiConflict, 413: PayloadTooLarge,
+    401: Unauthorized, 403: Forbidden, 404: ApiNotFound, 409: ApiConflict, 413: PayloadTooLarge,
     422: ApiInvalidInput, 429: RateLimited, 503: ApiUnavailable,
 }
 

@@ -10,11 +10,13 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from strands_durable.access import NAMESPACE_HEADER
 from strands_durable.api.schemas import (
     ActionResponse,
     ArtifactList,
@@ -26,6 +28,12 @@ from strands_durable.api.schemas import (
     RequeueResponse,
     SessionPage,
     SubmitResponse,
+)
+from strands_durable.api.schemas_access import (
+    AuditPage,
+    TokenCreated,
+    TokenCreateRequest,
+    TokenList,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
 from strands_durable.client import wire
@@ -69,8 +77,11 @@ def backoff_s(attempt: int, error: BaseException | None) -> float:
 
 class HttpBackend:
     def __init__(self, url: str, *, token: str | None, timeout: float, verify: Verify,
-                 retries: int, transport: httpx.AsyncBaseTransport | None) -> None:
+                 retries: int, transport: httpx.AsyncBaseTransport | None,
+                 namespace: str | None = None) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if namespace is not None:
+            headers[NAMESPACE_HEADER] = namespace
         self.retries = max(0, retries)
         self.http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers,
                                       timeout=timeout, verify=tls_verify(verify),
@@ -212,6 +223,20 @@ class HttpBackend:
 
     async def queue(self) -> QueueOut:
         return await self.typed(wire.Call("GET", "/v1/queue"), QueueOut)
+
+    async def tokens(self) -> TokenList:
+        return await self.typed(wire.Call("GET", "/v1/tokens"), TokenList)
+
+    async def create_token(self, request: TokenCreateRequest) -> TokenCreated:
+        return await self.typed(wire.Call("POST", "/v1/tokens", body=request.model_dump(
+            mode="json", exclude_none=True), idempotent=False), TokenCreated)
+
+    async def revoke_token(self, token_id: str) -> None:
+        await self.send(wire.Call("DELETE", "/v1/tokens/" + quote(token_id, safe="")))
+
+    async def audit(self, limit: int, before: str | None) -> AuditPage:
+        params = {"limit": str(limit), **({"before": before} if before else {})}
+        return await self.typed(wire.Call("GET", "/v1/audit", params=params), AuditPage)
 
     # -- server-sent events -----------------------------------------------------------
     async def _follow(self, path: str, params: dict[str, str], after: str | None,

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import getpass
 import inspect
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.api.errors import ApiError
 from strands_durable.api.listing import (
     BadCursor,
@@ -41,6 +44,13 @@ from strands_durable.api.schemas import (
     SubmitRequest,
     SubmitResponse,
 )
+from strands_durable.api.schemas_access import (
+    AuditPage,
+    TokenCreated,
+    TokenCreateRequest,
+    TokenList,
+    TokenOut,
+)
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
 from strands_durable.api.submission import Submitted, load_only, plan_submitted
 from strands_durable.client import wire
@@ -53,8 +63,8 @@ from strands_durable.client.errors import (
     class_for,
 )
 from strands_durable.metrics import render_api_metrics
-from strands_durable.models import SessionStatus
-from strands_durable.sessions import control
+from strands_durable.models import SessionStatus, now_ms
+from strands_durable.sessions import access, control
 from strands_durable.sessions.checkpoints import (
     CheckpointDetail,
     fork_from_checkpoint,
@@ -93,6 +103,15 @@ def checked(model: type[M], body: dict[str, Any]) -> M:
 def as_client_error(exc: ApiError) -> ClientError:
     return class_for(exc.status)(exc.code, exc.message, exc.status, exc.details)
 
+
+
+def python_actor() -> str:
+    """Who a Redis-backed client acts as in the audit trail (it holds no token)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"python:{user}@{socket.gethostname()}"[:200]
 
 
 def redis_down(exc: Exception) -> ConnectionFailed:
@@ -315,3 +334,23 @@ class RedisBackend:
 
     async def queue(self) -> QueueOut:
         return await fleet_queue(self.store)
+
+    async def tokens(self) -> TokenList:
+        now = now_ms()
+        return TokenList(items=[TokenOut.of(r, now) for r in await access.list_tokens(
+            self.store)])
+
+    async def create_token(self, request: TokenCreateRequest) -> TokenCreated:
+        request = checked(TokenCreateRequest, request.model_dump(mode="json"))
+        issued = await access.create_token(
+            self.store, request.role, request.namespaces, name=request.name,
+            expires_in_s=request.expires_in_s, actor=python_actor(), source="python")
+        return TokenCreated(token=issued.token, info=TokenOut.of(issued.record, now_ms()))
+
+    async def revoke_token(self, token_id: str) -> None:
+        await access.revoke_token(self.store, token_id, actor=python_actor(), source="python")
+
+    async def audit(self, limit: int, before: str | None) -> AuditPage:
+        items = await access.audit_page(self.store, DEFAULT_NAMESPACE, limit, before)
+        return AuditPage(items=items, next_before=items[-1].id if len(items) == limit
+                         else None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,8 +21,16 @@ from strands_durable.api.schemas import (
     RequeueResponse,
     SubmitResponse,
 )
+from strands_durable.api.schemas_access import AuditPage, TokenCreated
 from strands_durable.api.schemas_fleet import QueueOut
-from strands_durable.client.aio import DEFAULT_URL, Artifacts, AsyncClient, Checkpoints, Workers
+from strands_durable.client.aio import (
+    DEFAULT_URL,
+    Artifacts,
+    AsyncClient,
+    Checkpoints,
+    Tokens,
+    Workers,
+)
 from strands_durable.client.http_backend import Verify
 from strands_durable.client.wire import SpecInput
 from strands_durable.models import SessionStatus
@@ -84,10 +92,11 @@ class Client:
 
     def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None,
                  timeout: float = 30.0, verify: Verify = True, retries: int = 3,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 namespace: str | None = None) -> None:
         # The client first: a refused argument leaves no thread behind.
         self._async = AsyncClient(url, token=token, timeout=timeout, verify=verify,
-                                  retries=retries, transport=transport)
+                                  retries=retries, transport=transport, namespace=namespace)
         self._thread = _LoopThread()
 
     @classmethod
@@ -224,3 +233,21 @@ class Client:
     def queue(self) -> QueueOut:
         """The step streams. `client.queue().total["lag"]`"""
         return self._thread.run(self._async.queue())
+
+    def tokens(self) -> Tokens:
+        """Every API token (admin). `[t.id for t in client.tokens()]`"""
+        return self._thread.run(self._async.tokens())
+
+    def create_token(self, role: str, namespaces: Sequence[str], *, name: str = "",
+                     expires_in_s: float | None = None) -> TokenCreated:
+        """A new token, shown once. `client.create_token("read", ["team-a"]).token`"""
+        return self._thread.run(self._async.create_token(
+            role, namespaces, name=name, expires_in_s=expires_in_s))
+
+    def revoke_token(self, token_id: str) -> None:
+        """Revoke a token. `client.revoke_token(token_id)`"""
+        self._thread.run(self._async.revoke_token(token_id))
+
+    def audit(self, *, limit: int = 50, before: str | None = None) -> AuditPage:
+        """The namespace's audit trail. `client.audit(limit=20).items`"""
+        return self._thread.run(self._async.audit(limit=limit, before=before))

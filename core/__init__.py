@@ -44,7 +44,8 @@ _EXPORTS: dict[str, str] = {
     # errors: the root, its kinds, and the classes the client raises (each one of them)
     **dict.fromkeys(("DurableError", "InvalidInput", "NotFound", "Conflict", "Unavailable",
                      "SpecError"), _ERRORS),
-    **dict.fromkeys(("ClientError", "ApiInvalidInput", "Unauthorized", "PayloadTooLarge",
+    **dict.fromkeys(("ClientError", "ApiInvalidInput", "Unauthorized", "Forbidden",
+                     "PayloadTooLarge",
                      "ApiNotFound", "ApiConflict", "ApiUnavailable", "RateLimited",
                      "ServerError", "ConnectionFailed", "WaitTimeout"), _CLIENT_ERRORS),
     # specs as objects: the whole spec and what it is made of
@@ -76,7 +77,7 @@ __all__ = [
     "ApiNotFound", "ApiUnavailable", "Artifact", "AsyncClient", "Branch", "Budgets",
     "ChainConfig", "Choice", "Client", "ClientError", "Conflict", "ConnectionFailed",
     "DurableError", "Edge", "EvaluatorConfig", "EvaluatorOptimizerConfig", "FailurePolicy",
-    "GraphConfig", "HitlGate", "HitlStep", "HttpExecutor", "Inference", "InputVarSpec",
+    "Forbidden", "GraphConfig", "HitlGate", "HitlStep", "HttpExecutor", "Inference", "InputVarSpec",
     "Inputs", "InvalidInput", "McpServer", "NotFound", "OrchestratorConfig",
     "OrchestratorWorkersConfig", "Outputs", "ParallelConfig", "Pattern", "PayloadTooLarge",
     "PythonTool", "RateLimited", "Route", "RouterConfig", "RoutingConfig", "Runtime",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs only; at run time __getattr__ im
         ApiUnavailable,
         ClientError,
         ConnectionFailed,
+        Forbidden,
         PayloadTooLarge,
         RateLimited,
         ServerError,

@@ -46,6 +46,8 @@ UNCLEAN_EVENTS = frozenset({EventType.STEP_FAILED, EventType.STEP_RETRIED,
 # Meta fields a fork copies unchanged: the spec snapshot.
 SPEC_FIELDS = ("workflow_name", "pattern_type", "spec_hash", "spec_json",
                "spec_digest", "source")
+# Kept by a fork when the original has them (a fork stays in its original's namespace).
+INHERITED_FIELDS = ("namespace",)
 
 
 class CheckpointNotFound(NotFound):
@@ -204,6 +206,8 @@ def fork_record(original: SessionRecord, *, n: int, raws: Sequence[Mapping[str, 
         status = SessionStatus.PAUSED
         paused_reason = waiting_reason(waiting)
     fields: dict[str, Any] = {name: original.raw.get(name, "") for name in SPEC_FIELDS}
+    fields.update({name: original.raw[name] for name in INHERITED_FIELDS
+                   if original.raw.get(name)})
     fields.update({
         "variables": json.dumps(dict(variables)), "state": json.dumps(plan.state),
         "created_at": at, "updated_at": at, "started_ms": at_ms, "error": "",

@@ -6,12 +6,14 @@ import hashlib
 import json
 from dataclasses import replace
 
+from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.errors import SpecError
 from strands_durable.models import PRIORITY_DEFAULT, SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.patterns import PlanContext, planner_for
 from strands_durable.planning.advance import timeout_job, waiting_entry, waiting_reason
 from strands_durable.settings import Limits, current_limits
 from strands_durable.spec.loader import LoadedSpec
+from strands_durable.store.keys import check_token
 from strands_durable.store.store import NewSession, Store, dumps
 
 
@@ -46,6 +48,20 @@ def with_priority(new: NewSession, priority: int | None) -> NewSession:
     digest = (request_digest(new.spec_json, new.variables, priority)
               if new.idempotency_key else "")
     return replace(new, priority=priority, request_digest=digest)
+
+
+def in_namespace(new: NewSession, namespace: str) -> NewSession:
+    """`new` in `namespace`. Its idempotency key becomes the namespace's own (a digest of
+    the two): the same key sent in two namespaces names two sessions, and never reveals
+    one namespace's session to another."""
+    if namespace == DEFAULT_NAMESPACE:
+        return new
+    key = new.idempotency_key
+    if key is not None:
+        check_token("idempotency key", key)  # as the store checks the key it keeps
+    scoped = (f"ns.{namespace}.{hashlib.sha256(key.encode()).hexdigest()[:40]}"
+              if key is not None else None)
+    return replace(new, namespace=namespace, idempotency_key=scoped)
 
 
 def stored_bytes(new: NewSession) -> int:

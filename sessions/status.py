@@ -41,6 +41,8 @@ class SessionSummary(BaseModel):
     paused_reason: str | None = None
     steps_committed: int
     token_usage: TokenUsage
+    namespace: str = Field(default="default", description="The tenant the session "
+                           "belongs to; found only within it.")
 
 
 class WaitingStep(BaseModel):
@@ -119,6 +121,7 @@ def summary_fields(record: SessionRecord) -> dict[str, Any]:
         "paused_reason": record.paused_reason,
         "steps_committed": record.steps_committed,
         "token_usage": record.token_usage,
+        "namespace": record.namespace,
     }
 
 

@@ -272,7 +272,18 @@ class Keys:
         return f"{self.prefix}:workers"
 
     def config(self) -> str:
+        """The keyspace's settings: `shards` and the data format (FORMAT_FIELD)."""
         return f"{self.prefix}:config"
+
+    def tokens(self) -> str:
+        """Scoped API tokens: token id -> its record (JSON; the token's digest, never
+        the token itself)."""
+        return f"{self.prefix}:tokens"
+
+    def audit(self, namespace: str) -> str:
+        """A namespace's audit trail: a capped stream of control actions and token
+        changes."""
+        return f"{self.prefix}:audit:{namespace}"
 
     def capacity(self, digest: str) -> str:
         """A provider key's shared capacity (store/capacity.py): limits declared and

@@ -33,6 +33,11 @@ class NewSession:
     timers: Sequence[tuple[int, StepJob]] = ()
     # Its share of a busy provider key (worker/capacity.py); None: the default.
     priority: int | None = None
+    # The tenant it belongs to (core/access.py); the default one is not written.
+    namespace: str = "default"
+    # Its webhook subscription (core/webhooks.WebhookSubscription as JSON); '': the
+    # fleet default, if any (scheduler/webhooks.py).
+    webhook: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class SessionRecord:
             started_ms=int(h.get("started_ms", 0)),
             raw=h,
         )
+
+    @property
+    def namespace(self) -> str:
+        return self.raw.get("namespace") or "default"
 
 
 # Fields the worker needs to run and plan a step (returned by the gate script).

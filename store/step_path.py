@@ -264,6 +264,8 @@ def _meta_fields(new: NewSession, sid: str, shard: int) -> dict[str, Any]:
         "tokens_in": 0, "tokens_out": 0, "steps": 0, "shard": shard,
         "idempotency_key": new.idempotency_key or "",
         **({"priority": new.priority} if new.priority is not None else {}),
+        **({"namespace": new.namespace} if new.namespace != "default" else {}),
+        **({"webhook": new.webhook} if new.webhook else {}),
     }
 
 

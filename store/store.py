@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from redis.exceptions import ResponseError
 
 from strands_durable.errors import ConfigError
+from strands_durable.store.access import AccessOps
 from strands_durable.store.capacity import CapacityOps
 from strands_durable.store.codec import JSON_SEPARATORS, dumps
 from strands_durable.store.failover import FailoverOps
@@ -62,7 +63,7 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps, CapacityOps, LiveOps, ScheduleOps):
+            FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with; create groups."""
         recorded = await self.redis.hget(self.keys.config(), "shards")

@@ -12,6 +12,7 @@ import typer
 from typer.exceptions import TyperException
 
 from strands_durable.api.cli import (
+    access,
     capacity,
     control,
     run,
@@ -25,7 +26,7 @@ from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (capacity, control, run, schedules, serve, sessions, validate, views)
+_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, validate, views)
 
 
 def main() -> None:

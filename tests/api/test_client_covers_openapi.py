@@ -18,6 +18,8 @@ CLIENT_METHODS = {
     "signalSession": "signal", "listCheckpoints": "checkpoints",
     "getCheckpoint": "checkpoint", "requeueSession": "requeue", "getHealth": "health",
     "getMetrics": "metrics", "listWorkers": "workers", "getQueue": "queue",
+    "listTokens": "tokens", "createToken": "create_token", "revokeToken": "revoke_token",
+    "listAudit": "audit",
 }
 # Routes for people, not programs: the console and its documentation pages.
 NOT_FOR_CLIENTS = ("/ui", "/docs", "/redoc", "/openapi.json")

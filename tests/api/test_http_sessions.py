@@ -197,6 +197,8 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/sessions/{session_id}/checkpoints/{n}": {"get"},
         "/v1/workers": {"get"},
         "/v1/queue": {"get"},
+        "/v1/tokens": {"get", "post"}, "/v1/tokens/{token_id}": {"delete"},
+        "/v1/audit": {"get"},
         "/healthz": {"get"},
         "/metrics": {"get"},
     }

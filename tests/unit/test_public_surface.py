@@ -20,7 +20,7 @@ PUBLIC = [
     "ApiNotFound", "ApiUnavailable", "Artifact", "AsyncClient", "Branch", "Budgets",
     "ChainConfig", "Choice", "Client", "ClientError", "Conflict", "ConnectionFailed",
     "DurableError", "Edge", "EvaluatorConfig", "EvaluatorOptimizerConfig", "FailurePolicy",
-    "GraphConfig", "HitlGate", "HitlStep", "HttpExecutor", "Inference", "InputVarSpec",
+    "Forbidden", "GraphConfig", "HitlGate", "HitlStep", "HttpExecutor", "Inference", "InputVarSpec",
     "Inputs", "InvalidInput", "McpServer", "NotFound", "OrchestratorConfig",
     "OrchestratorWorkersConfig", "Outputs", "ParallelConfig", "Pattern", "PayloadTooLarge",
     "PythonTool", "RateLimited", "Route", "RouterConfig", "RoutingConfig", "Runtime",

@@ -1,0 +1,295 @@
+"""Tenants against each other, through the real ASGI app on a real redis-server: a token of
+namespace A can neither read, list, stream, control nor delete anything of namespace B
+(ids known or guessed), a `read` token changes nothing, fleet routes need an admin over
+every namespace, revoked and expired tokens are refused, guessing tokens is throttled,
+and every control action lands in its namespace's audit trail. Each refusal is checked
+on Redis's contents too, not only on the status code."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from helpers.api import TOKEN, asgi_client, chain_spec, error_of, make_app
+
+from strands_durable.access import NAMESPACE_HEADER
+from strands_durable.api.auth import MAX_FAILURES, REVOCATION_S
+from strands_durable.settings import DurableSettings
+from strands_durable.store.store import Store
+
+pytestmark = pytest.mark.integration
+
+GUESSED = "3b241101-e2bb-4255-8caf-4136c566a962"
+
+
+def session_routes(app: FastAPI, sid: str) -> list[tuple[str, str]]:
+    """(method, path) of every API route about one session, for `sid`."""
+    found = []
+    for path, operations in app.openapi()["paths"].items():
+        if "{session_id}" not in path:
+            continue
+        concrete = path.replace("{session_id}", sid).replace("{name}", "x.md") \
+            .replace("{n}", "1")
+        found += [(method.upper(), concrete) for method in sorted(operations)]
+    return found
+
+
+def every_route(app: FastAPI) -> list[tuple[str, str]]:
+    found = []
+    for path, operations in app.openapi()["paths"].items():
+        concrete = (path.replace("{session_id}", GUESSED).replace("{name}", "x.md")
+                    .replace("{n}", "1").replace("{token_id}", "0123456789ab"))
+        found += [(method.upper(), concrete) for method in sorted(operations)]
+    return found
+
+
+BODIES: dict[str, Any] = {"signal": {"response": "yes"}, "resume": {}, "requeue": {}}
+
+
+def body_for(path: str) -> Any:
+    return BODIES.get(path.rsplit("/", 1)[-1], {})
+
+
+async def redis_snapshot(store: Store) -> dict[str, Any]:
+    """Every key of the test's prefix with its type and a digest of its value."""
+    snapshot: dict[str, Any] = {}
+    async for key in store.redis.scan_iter(match=f"{store.keys.prefix}:*", count=1000):
+        name = key.decode() if isinstance(key, bytes) else key
+        if ":audit:" in name:
+            continue  # the trail of what was tried is not the tenant's data
+        snapshot[name] = await store.redis.dump(name)
+    return snapshot
+
+
+class Tenants:
+    def __init__(self, app: FastAPI, tokens: dict[str, str], sessions: dict[str, str]) -> None:
+        self.app, self.tokens, self.sessions = app, tokens, sessions
+
+    def client(self, token: str, namespace: str | bytes | None = None) -> httpx.AsyncClient:
+        headers: dict[str, str | bytes] = {"Authorization": f"Bearer {self.tokens.get(token, token)}"}
+        if namespace is not None:
+            headers[NAMESPACE_HEADER] = namespace
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app),
+                                 base_url="http://api.test", headers=headers)
+
+
+@pytest.fixture
+async def tenants(settings: DurableSettings, store: Store) -> AsyncIterator[Tenants]:
+    app = make_app(settings, api_token=TOKEN)
+    async with asgi_client(app, token=TOKEN) as admin:
+        tokens: dict[str, str] = {}
+        for name, role, namespaces in [
+                ("a_read", "read", ["team-a"]), ("a_submit", "submit", ["team-a"]),
+                ("a_operate", "operate", ["team-a"]), ("b_operate", "operate", ["team-b"]),
+                ("a_admin", "admin", ["team-a"]), ("all_operate", "operate", ["*"])]:
+            r = await admin.post("/v1/tokens", json={"role": role, "namespaces": namespaces,
+                                                     "name": name})
+            assert r.status_code == 201, r.text
+            tokens[name] = r.json()["token"]
+        t = Tenants(app, tokens, {})
+        for namespace, token in (("team-a", "a_submit"), ("team-b", "b_operate")):
+            async with t.client(token, namespace) as c:
+                r = await c.post("/v1/sessions", json={"spec": chain_spec(3, name=namespace)})
+                assert r.status_code == 201, r.text
+                t.sessions[namespace] = r.json()["session_id"]
+        yield t
+
+
+async def test_namespace_b_cannot_touch_anything_of_namespace_a(tenants: Tenants,
+                                                                store: Store) -> None:
+    sid = tenants.sessions["team-a"]
+    before = await redis_snapshot(store)
+    async with tenants.client("b_operate", "team-b") as b:
+        for method, path in session_routes(tenants.app, sid):
+            r = await b.request(method, path, json=body_for(path))
+            err = error_of(r, 404)
+            assert err["code"] == "session_not_found", (method, path)
+            # Answered exactly as a session that does not exist at all.
+            guessed = await b.request(method, path.replace(sid, GUESSED), json=body_for(path))
+            assert error_of(guessed, 404)["message"] == err["message"].replace(sid, GUESSED)
+        # Its own token cannot name A's namespace either.
+        async with tenants.client("b_operate", "team-a") as into_a:
+            for method, path in session_routes(tenants.app, sid):
+                r = await into_a.request(method, path, json=body_for(path))
+                assert error_of(r, 403)["code"] == "forbidden", (method, path)
+            assert error_of(await into_a.get("/v1/sessions"), 403)["code"] == "forbidden"
+        listed = (await b.get("/v1/sessions")).json()["items"]
+        assert [s["session_id"] for s in listed] == [tenants.sessions["team-b"]]
+        assert listed[0]["namespace"] == "team-b"
+    assert await redis_snapshot(store) == before, "a refused request changed Redis"
+    assert (await store.get_session(sid)).status.value == "running"
+
+
+async def test_each_namespace_lists_its_own_and_the_default_lists_neither(
+        tenants: Tenants) -> None:
+    async with tenants.client("all_operate", "team-a") as a:
+        assert [s["session_id"] for s in (await a.get("/v1/sessions")).json()["items"]] \
+            == [tenants.sessions["team-a"]]
+    async with tenants.client("all_operate") as default:
+        assert (await default.get("/v1/sessions")).json()["items"] == []
+        # Filters combine: status and namespace.
+        r = await default.get("/v1/sessions", params={"status": "running"})
+        assert r.json()["items"] == []
+
+
+async def test_a_read_token_changes_nothing(tenants: Tenants, store: Store) -> None:
+    sid = tenants.sessions["team-a"]
+    before = await redis_snapshot(store)
+    async with tenants.client("a_read", "team-a") as reader:
+        assert (await reader.get(f"/v1/sessions/{sid}")).status_code == 200
+        assert (await reader.get(f"/v1/sessions/{sid}/events")).status_code == 200
+        for method, path in every_route(tenants.app):
+            if method == "GET" or path == "/healthz":
+                continue
+            r = await reader.request(method, path.replace(GUESSED, sid), json=body_for(path))
+            assert error_of(r, 403)["code"] == "forbidden", (method, path)
+        r = await reader.post("/v1/sessions", json={"spec": chain_spec(1)})
+        assert error_of(r, 403)["details"]["needs"] == "submit"
+    assert await redis_snapshot(store) == before
+
+
+async def test_roles_stack_and_fleet_routes_need_an_admin_over_every_namespace(
+        tenants: Tenants, store: Store) -> None:
+    sid = tenants.sessions["team-a"]
+    async with tenants.client("a_submit", "team-a") as submitter:
+        assert error_of(await submitter.post(f"/v1/sessions/{sid}/pause"), 403)
+    async with tenants.client("a_operate", "team-a") as operator:
+        assert (await operator.post(f"/v1/sessions/{sid}/pause")).status_code == 200
+        assert (await store.get_session(sid)).status.value == "paused"
+    for name in ("a_operate", "a_admin", "all_operate"):
+        async with tenants.client(name, "team-a") as c:
+            for path in ("/v1/workers", "/v1/queue", "/metrics", "/v1/tokens"):
+                assert error_of(await c.get(path), 403)["code"] == "forbidden", (name, path)
+            r = await c.post("/v1/tokens", json={"role": "admin", "namespaces": ["*"]})
+            assert error_of(r, 403)["details"]["needs"] == "admin"
+    assert len(await store.tokens()) == 6  # none was made by those attempts
+
+
+async def test_one_idempotency_key_in_two_namespaces_is_two_sessions(tenants: Tenants) -> None:
+    spec = chain_spec(1, name="same")
+    headers = {"Idempotency-Key": "launch-1"}
+    async with tenants.client("a_operate", "team-a") as a, \
+            tenants.client("b_operate", "team-b") as b:
+        ra = await a.post("/v1/sessions", json={"spec": spec}, headers=headers)
+        rb = await b.post("/v1/sessions", json={"spec": spec}, headers=headers)
+        assert ra.status_code == rb.status_code == 201
+        assert ra.json()["session_id"] != rb.json()["session_id"]
+        again = await a.post("/v1/sessions", json={"spec": spec}, headers=headers)
+        assert again.status_code == 200 and again.json()["session_id"] == ra.json()["session_id"]
+        bad = await a.post("/v1/sessions", json={"spec": spec},
+                           headers={"Idempotency-Key": "has space"})
+        assert "Idempotency-Key" in error_of(bad, 422)["message"]
+
+
+async def test_a_revoked_token_is_refused_by_every_replica_within_a_second(
+        tenants: Tenants, settings: DurableSettings) -> None:
+    replica = make_app(settings, api_token=TOKEN)  # another API process on the same Redis
+    async with asgi_client(replica) as _, tenants.client("a_read", "team-a") as one, \
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=replica),
+                              base_url="http://api.test", headers={
+                                  "Authorization": f"Bearer {tenants.tokens['a_read']}",
+                                  NAMESPACE_HEADER: "team-a"}) as two:
+        assert (await one.get("/v1/sessions")).status_code == 200
+        assert (await two.get("/v1/sessions")).status_code == 200  # cached there now
+        token_id = tenants.tokens["a_read"].split("_")[1]
+        async with tenants.client(TOKEN) as admin:
+            assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+        revoked_at = time.monotonic()
+        assert REVOCATION_S < 1
+        await asyncio.sleep(max(0.0, revoked_at + 1.0 - time.monotonic()))
+        for c in (one, two):
+            assert error_of(await c.get("/v1/sessions"), 401)["code"] == "unauthorized"
+        async with tenants.client(TOKEN) as admin:
+            listed = {t["id"]: t for t in (await admin.get("/v1/tokens")).json()["items"]}
+            assert listed[token_id]["state"] == "revoked"
+
+
+async def test_an_expired_token_is_refused(tenants: Tenants) -> None:
+    async with tenants.client(TOKEN) as admin:
+        r = await admin.post("/v1/tokens", json={"role": "read", "namespaces": ["team-a"],
+                                                 "expires_in_s": 1})
+        created = r.json()
+    async with tenants.client(created["token"], "team-a") as c:
+        expires_s = created["info"]["expires_ms"] / 1000
+        await asyncio.sleep(max(0.0, expires_s - time.time()) + REVOCATION_S + 0.1)
+        assert error_of(await c.get("/v1/sessions"), 401)["code"] == "unauthorized"
+
+
+async def test_guessing_tokens_is_throttled_per_address(tenants: Tenants) -> None:
+    wrong = "sdt_0123456789ab_" + "x" * 43
+    async with tenants.client(wrong, "team-a") as guesser:
+        for _ in range(MAX_FAILURES):
+            assert error_of(await guesser.get("/v1/sessions"), 401)
+        r = await guesser.get("/v1/sessions")
+        err = error_of(r, 429)
+        assert err["code"] == "too_many_failures" and int(r.headers["retry-after"]) >= 1
+    # While throttled, even the right token from that address waits.
+    async with tenants.client("a_read", "team-a") as same_address:
+        assert error_of(await same_address.get("/v1/sessions"), 429)
+
+
+async def test_tokens_are_kept_as_digests_and_never_shown_again(tenants: Tenants,
+                                                               store: Store) -> None:
+    texts = list(tenants.tokens.values())
+    async for key in store.redis.scan_iter(match=f"{store.keys.prefix}:*", count=1000):
+        kind = await store.redis.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        raw = (str(await store.redis.hgetall(key)) if kind == "hash" else
+               str(await store.redis.xrange(key)) if kind == "stream" else
+               str(await store.redis.dump(key)))
+        for text in texts:
+            assert text not in raw and text.split("_")[2] not in raw, key
+    async with tenants.client(TOKEN) as admin:
+        listing = (await admin.get("/v1/tokens")).text
+    for text in texts:
+        assert text.split("_")[2] not in listing
+    assert "digest" not in listing
+
+
+async def test_every_control_action_is_audited_in_its_namespace(tenants: Tenants) -> None:
+    sid = tenants.sessions["team-a"]
+    operate_id = tenants.tokens["a_operate"].split("_")[1]
+    async with tenants.client("a_operate", "team-a") as a:
+        assert (await a.post(f"/v1/sessions/{sid}/pause")).status_code == 200
+        assert (await a.post(f"/v1/sessions/{sid}/resume", json={})).status_code == 200
+        assert (await a.post(f"/v1/sessions/{sid}/cancel")).status_code == 200
+        assert (await a.delete(f"/v1/sessions/{sid}")).status_code == 204
+        trail = (await a.get("/v1/audit", params={"limit": 100})).json()["items"]
+    mine = [(e["action"], e["target"]) for e in trail if e["actor"] == operate_id]
+    assert mine == [("delete", sid), ("cancel", sid), ("resume", sid), ("pause", sid)]
+    assert all(e["namespace"] == "team-a" and e["source"] for e in trail)
+    assert {("token_create", tenants.tokens["a_read"].split("_")[1])} <= {
+        (e["action"], e["target"]) for e in trail}
+    assert ("submit", sid) in {(e["action"], e["target"]) for e in trail}
+    async with tenants.client("b_operate", "team-b") as b:
+        theirs = (await b.get("/v1/audit", params={"limit": 100})).json()["items"]
+    assert sid not in {e["target"] for e in theirs}
+    async with tenants.client("a_read", "team-a") as reader:
+        assert error_of(await reader.get("/v1/audit"), 403)["details"]["needs"] == "operate"
+
+
+async def test_hostile_namespaces_and_token_requests_are_refused(tenants: Tenants) -> None:
+    for namespace in ("Team-A", "-a", "a" * 64, "a b", "\xe9".encode("latin-1"), "*", ""):
+        async with tenants.client(TOKEN, namespace) as c:
+            r = await c.get("/v1/sessions")
+            if namespace == "":
+                continue  # an empty header is no header to some stacks; either way bounded
+            assert error_of(r, 422)["code"] == "invalid_request", namespace
+    async with tenants.client(TOKEN) as admin:
+        for body in ({"role": "god", "namespaces": ["a"]}, {"role": "read", "namespaces": []},
+                     {"role": "read", "namespaces": ["Bad NS"]},
+                     {"role": "read", "namespaces": ["a"], "expires_in_s": -1},
+                     {"role": "read", "namespaces": ["a"], "name": "x" * 101},
+                     {"role": "read", "namespaces": ["a"], "name": "bell\x07"}):
+            r = await admin.post("/v1/tokens", json=body)
+            assert r.status_code == 422, (body, r.text)
+        for bad in ("../../x", "0123456789ab", "ZZZZZZZZZZZZ"):
+            r = await admin.delete(f"/v1/tokens/{bad}")
+            assert r.status_code in (404, 422), (bad, r.text)
+        r = await admin.get("/v1/audit", params={"before": "not-an-id"})
+        assert r.status_code == 422
