@@ -29,6 +29,7 @@ from strands_durable.api.schemas import error_responses, operation_id
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.outage import REDIS_DOWN
+from strands_durable.version import __version__
 
 log = logging.getLogger("durable.api")
 
@@ -55,7 +56,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
         yield
         await store.close()
 
-    app = FastAPI(title="strands-durable", version="0.1.0", description=DESCRIPTION,
+    app = FastAPI(title="strands-durable", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   generate_unique_id_function=operation_id)
     app.state.settings = settings

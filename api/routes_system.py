@@ -12,11 +12,18 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from strands_durable.api.auth import bearer, require_token, token_matches
 from strands_durable.api.deps import SettingsDep, StoreDep
-from strands_durable.api.schemas import Health, RedisHealth, WorkerHealth, error_responses
+from strands_durable.api.schemas import (
+    Health,
+    RedisHealth,
+    VersionHealth,
+    WorkerHealth,
+    error_responses,
+)
 from strands_durable.metrics import CONTENT_TYPE, render_api_metrics
 from strands_durable.store.fleet import WorkerInfo, list_workers, liveness_window_s
 from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.store import Store
+from strands_durable.version import DATA_FORMAT, __version__
 
 router = APIRouter(tags=["system"])
 PING_TIMEOUT_S = 2.0
@@ -40,24 +47,26 @@ async def healthz(store: StoreDep, settings: SettingsDep,
                              credentials.credentials if credentials is not None else None)
     window_s = liveness_window_s(settings.heartbeat_s)
     try:
-        workers = await asyncio.wait_for(_workers(store, window_s), PING_TIMEOUT_S)
+        workers, recorded = await asyncio.wait_for(_workers(store, window_s), PING_TIMEOUT_S)
     except (*REDIS_DOWN, TimeoutError) as exc:
         if not detailed:
             return JSONResponse({"status": "unavailable"}, status_code=503)
         down = Health(status="unavailable",
                       redis=RedisHealth(ok=False, error=str(exc) or type(exc).__name__),
-                      workers=WorkerHealth(recent=0, known=0, window_s=window_s, names=[]))
+                      workers=WorkerHealth(recent=0, known=0, window_s=window_s, names=[]),
+                      version=VersionHealth(release=__version__, data_format=DATA_FORMAT))
         return JSONResponse(down.model_dump(), status_code=503)
     health = worker_health(workers, window_s)
     if not detailed:
         return JSONResponse({"status": "ok" if health.recent else "degraded"})
     return Health(status="ok" if health.recent else "degraded", redis=RedisHealth(ok=True),
-                  workers=health)
+                  workers=health, version=VersionHealth(
+                      release=__version__, data_format=DATA_FORMAT, recorded_format=recorded))
 
 
-async def _workers(store: Store, window_s: float) -> list[WorkerInfo]:
+async def _workers(store: Store, window_s: float) -> tuple[list[WorkerInfo], int | None]:
     await store.ping()
-    return await list_workers(store, alive_within_s=window_s)
+    return await list_workers(store, alive_within_s=window_s), await store.data_format()
 
 
 @router.get("/metrics", response_class=Response, dependencies=[Depends(require_token)],

@@ -286,6 +286,14 @@ class WorkerHealth(BaseModel):
     names: list[str]
 
 
+class VersionHealth(BaseModel):
+    release: str = Field(description="This API process's strands-durable version.")
+    data_format: int = Field(description="The data format this release reads and writes.")
+    recorded_format: int | None = Field(
+        default=None, description="The data format recorded in Redis (null: none yet, or "
+        "Redis unreachable).")
+
+
 class Health(BaseModel):
     status: Literal["ok", "degraded", "unavailable"] = Field(
         description="ok: Redis reachable and a worker seen recently; degraded: no recent "
@@ -296,6 +304,9 @@ class Health(BaseModel):
     workers: WorkerHealth | None = Field(
         default=None, description="Only with the bearer token (or when the server sets "
         "none): the workers seen, by consumer name.")
+    version: VersionHealth | None = Field(
+        default=None, description="Only with the bearer token (or when the server sets "
+        "none): this release and the data formats.")
 
 
 ERROR_DESCRIPTIONS = {

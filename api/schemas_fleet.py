@@ -38,6 +38,8 @@ class WorkerOut(BaseModel):
     pending: int = Field(description="Entries delivered to it and not yet acked.")
     idle_ms: int | None
     declared_dead: DeclaredDead | None = None
+    version: str = Field(default="", description="The strands-durable release it runs "
+                         "(empty: a release before 0.2.0).")
     capacity_waiting: dict[str, int] = Field(
         default_factory=dict, description="Provider key -> requests of its steps waiting "
         "for that key's capacity.")

@@ -60,6 +60,7 @@ class WorkerInfo:
     idle_ms: int | None  # since its last stream interaction (XINFO CONSUMERS), if known
     # Declared dead by fast failover (store/liveness.py), with how fast its steps re-ran.
     declared_dead: DeathInfo | None = None
+    version: str = ""  # the release it runs ("" from a release before 0.2.0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,6 +143,7 @@ def worker_infos(beats: Mapping[str, str], pending: Sequence[Mapping[str, tuple[
             running=tuple(str(r) for r in beat.get("running", [])),
             pending_by_shard=per_shard, pending=sum(per_shard),
             idle_ms=min(idles) if idles else None, declared_dead=death,
+            version=str(beat.get("version", "")),
         ))
     infos.sort(key=lambda w: (not w.alive, w.last_seen_age_s is None,
                               w.last_seen_age_s or 0.0, w.consumer))

@@ -16,6 +16,8 @@ from strands_durable.errors import InvalidId
 from strands_durable.models import SessionStatus
 
 CONSUMER_GROUP = "workers"
+# The field of `<prefix>:config` holding the keyspace's data format (store/format_version.py).
+FORMAT_FIELD = "format"
 SPELLED_SESSIONS = 16_384  # session key prefixes a Keys remembers
 
 # What may reach a key name. A session id is exactly what new_session_id makes (a

@@ -18,13 +18,14 @@ from contextlib import asynccontextmanager
 from redis.exceptions import ResponseError
 
 from strands_durable.errors import ConfigError
+from strands_durable.store import format_version
 from strands_durable.store.access import AccessOps
 from strands_durable.store.capacity import CapacityOps
 from strands_durable.store.codec import JSON_SEPARATORS, dumps
 from strands_durable.store.failover import FailoverOps
 from strands_durable.store.fleet_reads import FleetReads
 from strands_durable.store.index_reads import IndexReads
-from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.keys import CONSUMER_GROUP, FORMAT_FIELD
 from strands_durable.store.live import LiveBatch, LiveOps
 from strands_durable.store.locks import Lock, locked
 from strands_durable.store.operator_writes import OperatorWrites
@@ -65,8 +66,12 @@ class ShardCountChanged(ConfigError):
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
             FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps):
     async def prepare(self) -> None:
-        """Check the shard count against what this Redis was set up with; create groups."""
-        recorded = await self.redis.hget(self.keys.config(), "shards")
+        """Check the shard count against what this Redis was set up with, and the data
+        format (store/format_version.py: stamp, upgrade or refuse); create groups. Both
+        are read in one round trip."""
+        recorded, data_format = await self.redis.hmget(self.keys.config(),
+                                                       ["shards", FORMAT_FIELD])
+        fresh = recorded is None
         if recorded is None:
             await self.redis.hsetnx(self.keys.config(), "shards", str(self.keys.shards))
             recorded = await self.redis.hget(self.keys.config(), "shards")
@@ -77,12 +82,22 @@ class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, Fle
                 f"(DURABLE_SHARDS={recorded}): a live keyspace cannot change its shard "
                 "count, each session lives in its shard's keys (and cluster slot)"
             )
+        await format_version.check(self.redis, self.scripts, self.keys, data_format,
+                                   fresh=fresh)
         for stream in self.keys.streams():
             try:
                 await self.redis.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
             except ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
+
+    async def data_format(self) -> int | None:
+        """The data format recorded under the prefix (None: not recorded yet)."""
+        return await format_version.read_recorded(self.redis, self.keys)
+
+    async def upgrade_data_format(self) -> list[format_version.Migration]:
+        """Run the pending migrations (the operator's `durable data-format --upgrade`)."""
+        return await format_version.upgrade(self.redis, self.scripts, self.keys)
 
     async def ping(self) -> None:
         await self.redis.ping()

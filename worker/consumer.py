@@ -21,6 +21,7 @@ from strands_durable.store.keys import check_token
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.records import StreamEntry, TakenEntry
 from strands_durable.store.store import Store
+from strands_durable.version import __version__
 from strands_durable.worker.execute import StepExecutor
 from strands_durable.worker.failover import Failover
 from strands_durable.worker.faults import stall_loop
@@ -362,6 +363,7 @@ class StepConsumer:
                 "consumer": self.name, "host": socket.gethostname(), "pid": os.getpid(),
                 "started_at": self.started_at, "last_seen": now_iso(), "last_seen_ms": now_ms(),
                 "concurrency": self.settings.worker_concurrency,
+                "version": __version__,  # the release it runs (a rolling upgrade mixes them)
                 "slots": self._slots.limit,  # below concurrency while adaptive pacing holds back
                 "running": [f"{j.session_id}/{j.key}" for j in self.runner.running.values()],
             }

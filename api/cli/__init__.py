@@ -19,6 +19,7 @@ from strands_durable.api.cli import (
     schedules,
     serve,
     sessions,
+    upgrade,
     validate,
     views,
 )
@@ -26,7 +27,8 @@ from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, validate, views)
+_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, upgrade,
+                    validate, views)
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from strands_durable.spec.loader import (
 )
 from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.connect import open_store, session_settings
+from strands_durable.store.format_version import DataFormatTooNew, DataFormatUpgradeNeeded
 from strands_durable.store.keys import check_session_id
 from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.store import ShardCountChanged, Store
@@ -56,9 +57,11 @@ app.add_typer(sessions_app, name="sessions")
 
 def show_version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        # Our own module, not the installed metadata: an editable install keeps the
+        # version it was installed at until it is installed again.
+        from strands_durable.version import DATA_FORMAT, __version__
 
-        print(f"durable (strands-durable) {version('strands-durable')}")
+        print(f"durable (strands-durable) {__version__}, data format {DATA_FORMAT}")
         raise typer.Exit(EXIT_OK)
 
 
@@ -218,7 +221,8 @@ def exit_for(exc: DurableError) -> int:
     """The CLI's reading of the error kinds: the caller's own input (a spec, an id, a
     value, the Redis URL, an idempotency key reused for another request: all documented
     as exit 2) is a usage error; anything else failed (exit 1)."""
-    usage = (InvalidInput, RedisUrlError, IdempotencyConflict, ShardCountChanged)
+    usage = (InvalidInput, RedisUrlError, IdempotencyConflict, ShardCountChanged,
+             DataFormatTooNew, DataFormatUpgradeNeeded)
     return EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED
 
 

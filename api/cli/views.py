@@ -222,13 +222,14 @@ def workers(
         print_json([{**w.to_dict(), "capacity_waiting": waits.get(w.consumer, {})}
                     for w in infos])
         return
-    table = new_table("consumer", "host", "pid", "alive", "last seen", "slots", "running",
-                      "pending", "waiting for capacity", "declared dead")
+    table = new_table("consumer", "version", "host", "pid", "alive", "last seen", "slots",
+                      "running", "pending", "waiting for capacity", "declared dead")
     for w in infos:
         seen = f"{w.last_seen_age_s:.1f}s ago" if w.last_seen_age_s is not None else "never"
         death = w.declared_dead
         waiting = "\n".join(f"{n} on {key}" for key, n in waits.get(w.consumer, {}).items())
-        table.add_row(escape(w.consumer), escape(w.host), str(w.pid or ""),
+        table.add_row(escape(w.consumer), escape(w.version) or "-", escape(w.host),
+                      str(w.pid or ""),
                       "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, w.slots_text(),
                       escape("\n".join(w.running)) or "-", str(w.pending),
                       escape(waiting) or "-", escape(death.text()) if death is not None else "-")

@@ -19,7 +19,6 @@ import sys
 import termios
 import time
 from collections.abc import Callable, Iterator, Sequence
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +152,10 @@ def test_errors_as_json_keep_their_exit_codes(home: LocalHome, tmp_path: Path) -
 
 
 def test_version(home: LocalHome) -> None:
+    from strands_durable.version import DATA_FORMAT, __version__
+
     assert ok(durable(home, "--version")).strip() == \
-        f"durable (strands-durable) {version('strands-durable')}"
+        f"durable (strands-durable) {__version__}, data format {DATA_FORMAT}"
 
 
 def test_validate_loads_as_run_does(home: LocalHome, tmp_path: Path) -> None:
