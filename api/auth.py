@@ -70,6 +70,8 @@ ROLE_OF: dict[str, Role] = {
     "create_schedule": Role.OPERATE, "update_schedule": Role.OPERATE,
     "delete_schedule": Role.OPERATE, "pause_schedule": Role.OPERATE,
     "resume_schedule": Role.OPERATE, "trigger_schedule": Role.OPERATE,
+    # the webhook outbox (api/routes_webhooks.py)
+    "list_webhooks": Role.OPERATE, "retry_webhook": Role.OPERATE,
 }
 
 
@@ -148,6 +150,10 @@ class TokenCache:
 
 def client_address(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
+
+
+def token_cache(request: Request) -> TokenCache:
+    return _state_of(request)[0]
 
 
 def _state_of(request: Request) -> tuple[TokenCache, FailedSignIns]:

@@ -13,11 +13,14 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from strands_durable.access import Role
+from strands_durable.api.auth import audit
 from strands_durable.api.console.auth import (
     BadCsrf,
     ConsoleUser,
     SignInRequired,
     current_user,
+    known_user,
     sign_in_url,
 )
 from strands_durable.api.errors import ApiError, domain_error
@@ -57,10 +60,33 @@ def page(request: Request, name: str, status: int = 200, **context: Any) -> HTML
 
 
 def _user_or_none(request: Request) -> ConsoleUser | None:
-    try:
-        return current_user(request)
-    except SignInRequired:
-        return None
+    return known_user(request)  # pages shown signed in were guarded, which found it
+
+
+def require(user: ConsoleUser, needed: Role, *, every_namespace: bool = False) -> None:
+    """ConsoleError 403 unless the user's token has `needed` (over every namespace)."""
+    principal = user.principal
+    if not principal.may(needed) or (every_namespace and principal.namespaces is not None):
+        over = " over every namespace" if every_namespace else ""
+        raise ConsoleError(403, "forbidden", f"your token's role ({principal.role.value}) "
+                           f"may not do this: it needs {needed.value}{over}")
+
+
+async def record_action(request: Request, user: ConsoleUser, action: str, target: str
+                        ) -> None:
+    """The console's control actions go to the audit trail as the API's do."""
+    request.state.principal, request.state.namespace = user.principal, user.namespace
+    await audit(request, action, target, "console")
+
+
+async def in_namespace(request: Request, user: ConsoleUser, sid: str) -> str:
+    """`sid`, unless it is a session of another namespace: 404 then, as for no session
+    (which the operation itself answers)."""
+    checked = session_id_of(sid)
+    found = await request.app.state.store.session_namespace(checked)
+    if found is not None and found != user.namespace:
+        raise ConsoleError(404, "session_not_found", f"no session {checked}")
+    return checked
 
 
 def session_id_of(value: str) -> str:
@@ -93,7 +119,7 @@ async def guarded(request: Request, work: Callable[[ConsoleUser], Awaitable[Resp
                   *, form: bool = False) -> Response:
     """Run a page or an action: sign-in, CSRF (for forms) and errors as pages."""
     try:
-        user = current_user(request)
+        user = await current_user(request)
     except SignInRequired:
         if form:
             return page(request, "error.html", 401, code="unauthorized",

@@ -16,7 +16,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from strands_durable.api.auth import token_matches
+from strands_durable.api.auth import TooManyFailures, principal_of
 from strands_durable.api.console import auth
 from strands_durable.api.errors import ApiError
 
@@ -40,14 +40,18 @@ def _bearer(request: Request) -> str | None:
     return value if scheme.lower() == "bearer" and value else None
 
 
-def allowed(request: Request) -> bool:
-    """The bearer token, or a valid console cookie (or no token configured)."""
-    if token_matches(auth.api_token(request), _bearer(request)):
-        return True
+async def allowed(request: Request) -> bool:
+    """Any token the API takes, or a valid console cookie (or no token configured)."""
+    bearer = _bearer(request)
+    if bearer is not None:
+        try:
+            return await principal_of(request, bearer) is not None
+        except TooManyFailures:
+            return False
     try:
-        auth.current_user(request)
+        await auth.current_user(request)
     except auth.SignInRequired:
-        return False
+        return await auth.is_open(request)
     return True
 
 
@@ -61,14 +65,14 @@ def refuse(request: Request) -> Response:
 
 @router.get("/openapi.json")
 async def openapi(request: Request) -> Response:
-    if not allowed(request):
+    if not await allowed(request):
         return refuse(request)
     return JSONResponse(request.app.openapi())
 
 
 @router.get("/docs")
 async def docs(request: Request) -> Response:
-    if not allowed(request):
+    if not await allowed(request):
         return refuse(request)
     page = get_swagger_ui_html(
         openapi_url="/openapi.json", title=f"{request.app.title} · API",
@@ -84,7 +88,7 @@ async def docs(request: Request) -> Response:
 
 @router.get("/redoc")
 async def redoc(request: Request) -> Response:
-    if not allowed(request):
+    if not await allowed(request):
         return refuse(request)
     page = get_redoc_html(openapi_url="/openapi.json", title=f"{request.app.title} · API",
                           redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",

@@ -5,11 +5,14 @@ through the same operations the API and the CLI call."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
+from strands_durable.access import NAMESPACE_FORM, Role, is_namespace
+from strands_durable.api.auth import TooManyFailures
 from strands_durable.api.capacity_view import capacity_docs, in_force_text, waiting_by_worker
 from strands_durable.api.console import auth
 from strands_durable.api.console.auth import ConsoleUser
@@ -18,6 +21,7 @@ from strands_durable.api.console.common import (
     guarded,
     page,
     read_form,
+    require,
     session_id_of,
 )
 from strands_durable.api.deps import get_settings, get_store
@@ -41,7 +45,7 @@ MAX_DEAD_SHOWN = 100  # dead letters listed per shard (the count says how many t
 
 @router.get("/login")
 async def login_form(request: Request, next: str = "/ui") -> Response:
-    if auth.api_token(request) is None:  # no token configured: nothing to type
+    if await auth.is_open(request):  # no token configured: nothing to type
         response = RedirectResponse(auth.safe_next(next), status_code=303)
         auth.set_cookie(request, response)
         return response
@@ -55,11 +59,36 @@ async def login(request: Request) -> Response:
     except ConsoleError as exc:
         return page(request, "error.html", exc.status, code=exc.code, message=exc.message)
     target = auth.safe_next(form.get("next"))
-    if not auth.token_ok(request, form.get("token", "")):
+    try:
+        signed = await auth.sign_in(request, form.get("token", "")[:512])
+    except TooManyFailures as exc:
+        return page(request, "error.html", 429, code="too_many_failures",
+                    message=f"too many failed sign-ins from this address; try again in "
+                    f"{exc.retry_after_s} s")
+    if signed is None:
         return page(request, "login.html", 401, next=target, failed=True)
     response = RedirectResponse(target, status_code=303)
-    auth.set_cookie(request, response)
+    auth.set_cookie(request, response, *signed)
     return response
+
+
+@router.post("/namespace")
+async def switch_namespace(request: Request) -> Response:
+    """Look at another namespace (one the token may use)."""
+    async def work(user: ConsoleUser) -> Response:
+        form = await read_form(request)
+        auth.check_csrf(user, form.get("csrf"))
+        wanted = form.get("namespace", "").strip()
+        if not is_namespace(wanted):
+            raise ConsoleError(422, "invalid_namespace",
+                               f"namespace: {wanted[:80]!r} is not {NAMESPACE_FORM}")
+        if not user.principal.may_use(wanted):
+            raise ConsoleError(403, "forbidden",
+                               f"your token may not use namespace {wanted!r}")
+        response = RedirectResponse("/ui", status_code=303)
+        auth.set_namespace(request, response, wanted)
+        return response
+    return await guarded(request, work, form=True)
 
 
 @router.post("/logout")
@@ -106,12 +135,14 @@ def _query(params: dict[str, str]) -> ListQuery:
 async def sessions(request: Request) -> Response:
     async def work(user: ConsoleUser) -> Response:
         params = {k: v[:512] for k, v in request.query_params.items()}
-        result = await list_page(get_store(request), _query(params))
+        result = await list_page(get_store(request),
+                                 replace(_query(params), namespace=user.namespace))
         filters = {k: params.get(k, "") for k in ("status", "workflow", "after", "before")}
         next_cursor = encode_cursor(result.next_cursor) if result.next_cursor else None
         return page(request, "sessions.html", items=[summary(r) for r in result.records],
                     filters=filters, next_cursor=next_cursor, statuses=list(SessionStatus),
-                    counts=await _counts(request), paged=bool(params.get("cursor")))
+                    counts=await _counts(request) if user.principal.namespaces is None
+                    else {}, paged=bool(params.get("cursor")))
     return await guarded(request, work)
 
 
@@ -127,13 +158,16 @@ async def _counts(request: Request) -> dict[str, int]:
 async def counts(request: Request) -> Response:
     """The counts alone, re-read by the sessions page every few seconds."""
     async def work(user: ConsoleUser) -> Response:
-        return page(request, "_counts.html", counts=await _counts(request))
+        # The fleet's counts span every namespace: only for a token over all of them.
+        counts = await _counts(request) if user.principal.namespaces is None else {}
+        return page(request, "_counts.html", counts=counts)
     return await guarded(request, work)
 
 
 @router.get("/fleet")
 async def fleet(request: Request) -> Response:
     async def work(user: ConsoleUser) -> Response:
+        require(user, Role.ADMIN, every_namespace=True)
         store = get_store(request)
         window = liveness_window_s(get_settings(request).heartbeat_s)
         letters = []
@@ -154,6 +188,7 @@ async def fleet_requeue(request: Request) -> Response:
     async def work(user: ConsoleUser) -> Response:
         form = await read_form(request)
         auth.check_csrf(user, form.get("csrf"))
+        require(user, Role.ADMIN, every_namespace=True)
         sid = form.get("session_id") or None
         if sid is not None:
             sid = session_id_of(sid)

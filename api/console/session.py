@@ -12,14 +12,18 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
 
+from strands_durable.access import Role
 from strands_durable.api import sse
 from strands_durable.api.console import auth
 from strands_durable.api.console.auth import ConsoleUser, SignInRequired
 from strands_durable.api.console.common import (
     ConsoleError,
     guarded,
+    in_namespace,
     page,
     read_form,
+    record_action,
+    require,
     session_id_of,
 )
 from strands_durable.api.console.views import conversation_view, shape, timeline
@@ -66,8 +70,8 @@ async def _live_context(request: Request, sid: str) -> dict[str, Any]:
 @router.get("/{sid}")
 async def session(request: Request, sid: str) -> Response:
     async def work(user: ConsoleUser) -> Response:
-        return page(request, "session.html", **await _live_context(request,
-                                                                   session_id_of(sid)))
+        return page(request, "session.html", **await _live_context(
+            request, await in_namespace(request, user, sid)))
     return await guarded(request, work)
 
 
@@ -76,7 +80,7 @@ async def live(request: Request, sid: str) -> Response:
     """The parts of the page that change, re-read when an event arrives."""
     async def work(user: ConsoleUser) -> Response:
         return page(request, "_session_live.html", **await _live_context(
-            request, session_id_of(sid)))
+            request, await in_namespace(request, user, sid)))
     return await guarded(request, work)
 
 
@@ -104,7 +108,7 @@ async def conversation(request: Request, sid: str) -> Response:
     from what is committed: the agent's prompt as the spec writes it, then each message
     since the lane's latest compaction (a compaction's summary included)."""
     async def work(user: ConsoleUser) -> Response:
-        checked = session_id_of(sid)
+        checked = await in_namespace(request, user, sid)
         store = get_store(request)
         doc = await session_status(store, checked)
         spec = parse_spec(await store.spec_json(checked))
@@ -137,11 +141,12 @@ async def stream(request: Request, sid: str) -> Response:
 async def _refused_feed(request: Request, sid: str) -> Response | None:
     """Why a feed of the session is refused (not signed in, no such session), or None."""
     try:
-        auth.current_user(request)
+        user = await auth.current_user(request)
     except SignInRequired:
         return PlainTextResponse("sign in first", status_code=401)
     checked = session_id_of_or_404(sid)
-    if checked is None or not await get_store(request).exists(checked):
+    if checked is None or await get_store(request).session_namespace(checked) \
+            != user.namespace:
         return PlainTextResponse("no such session", status_code=404)
     return None
 
@@ -159,7 +164,8 @@ async def artifact(request: Request, sid: str, name: str) -> Response:
     model wrote), so always an attachment, plain text, sniffing off."""
     async def work(user: ConsoleUser) -> Response:
         check_name("artifact name", name)
-        body = (await get_store(request).artifacts(session_id_of(sid))).get(name)
+        checked = await in_namespace(request, user, sid)
+        body = (await get_store(request).artifacts(checked)).get(name)
         if body is None:
             raise ConsoleError(404, "artifact_not_found", f"session {sid} has no artifact "
                                f"{name[:200]!r}")
@@ -224,6 +230,9 @@ async def act(request: Request, sid: str, action: str) -> Response:
     async def work(user: ConsoleUser) -> Response:
         form = await read_form(request)
         auth.check_csrf(user, form.get("csrf"))
-        target = await _act(request, session_id_of(sid), action, form)
+        require(user, Role.OPERATE)
+        checked = await in_namespace(request, user, sid)
+        target = await _act(request, checked, action, form)
+        await record_action(request, user, action, checked)
         return RedirectResponse(target, status_code=303)
     return await guarded(request, work, form=True)

@@ -8,8 +8,10 @@ on Redis's contents too, not only on the status code."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -46,6 +48,12 @@ def every_route(app: FastAPI) -> list[tuple[str, str]]:
                     .replace("{n}", "1").replace("{token_id}", "0123456789ab"))
         found += [(method.upper(), concrete) for method in sorted(operations)]
     return found
+
+
+def secret_of(token: str) -> str:
+    """The random part of `sdt_<12 hex id>_<secret>` (the secret may hold '_' too)."""
+    assert token.startswith("sdt_") and len(token) == 4 + 12 + 1 + 43
+    return token[17:]
 
 
 BODIES: dict[str, Any] = {"signal": {"response": "yes"}, "resume": {}, "requeue": {}}
@@ -243,11 +251,11 @@ async def test_tokens_are_kept_as_digests_and_never_shown_again(tenants: Tenants
                str(await store.redis.xrange(key)) if kind == "stream" else
                str(await store.redis.dump(key)))
         for text in texts:
-            assert text not in raw and text.split("_")[2] not in raw, key
+            assert text not in raw and secret_of(text) not in raw, key
     async with tenants.client(TOKEN) as admin:
         listing = (await admin.get("/v1/tokens")).text
     for text in texts:
-        assert text.split("_")[2] not in listing
+        assert secret_of(text) not in listing
     assert "digest" not in listing
 
 
@@ -293,3 +301,103 @@ async def test_hostile_namespaces_and_token_requests_are_refused(tenants: Tenant
             assert r.status_code in (404, 422), (bad, r.text)
         r = await admin.get("/v1/audit", params={"before": "not-an-id"})
         assert r.status_code == 422
+
+
+# -- the console ----------------------------------------------------------------------
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+@asynccontextmanager
+async def console_as(app: FastAPI, token: str) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://api.test",
+                                 headers={"accept": "text/html"}) as c:
+        r = await c.post("/ui/login", data={"token": token, "next": "/ui"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui", r.text
+        yield c
+
+
+async def test_the_console_shows_a_scoped_token_its_namespace_only(tenants: Tenants,
+                                                                  store: Store) -> None:
+    sid_a, sid_b = tenants.sessions["team-a"], tenants.sessions["team-b"]
+    before = await redis_snapshot(store)
+    async with console_as(tenants.app, tenants.tokens["b_operate"]) as b:
+        page = (await b.get("/ui")).text
+        assert sid_b in page and sid_a not in page and 'value="team-b"' in page
+        assert "/ui/fleet" not in page  # no fleet link for a namespace's operator
+        for path in (f"/ui/sessions/{sid_a}", f"/ui/sessions/{sid_a}/live",
+                     f"/ui/sessions/{sid_a}/conversation", f"/ui/sessions/{sid_a}/feed",
+                     f"/ui/sessions/{sid_a}/stream", f"/ui/sessions/{sid_a}/artifacts/x.md"):
+            assert (await b.get(path)).status_code == 404, path
+        csrf = csrf_of(page)
+        for action in ("pause", "cancel", "resume"):
+            r = await b.post(f"/ui/sessions/{sid_a}/{action}", data={"csrf": csrf})
+            assert r.status_code == 404, (action, r.text)
+        assert (await b.get("/ui/fleet")).status_code == 403
+        r = await b.post("/ui/fleet/requeue", data={"csrf": csrf})
+        assert r.status_code == 403
+        r = await b.post("/ui/namespace", data={"csrf": csrf, "namespace": "team-a"})
+        assert r.status_code == 403
+        r = await b.post("/ui/namespace", data={"csrf": csrf, "namespace": "Bad NS"})
+        assert r.status_code == 422
+    assert await redis_snapshot(store) == before
+    async with console_as(tenants.app, tenants.tokens["all_operate"]) as every:
+        csrf = csrf_of((await every.get("/ui")).text)
+        r = await every.post("/ui/namespace", data={"csrf": csrf, "namespace": "team-a"})
+        assert r.status_code == 303
+        page = (await every.get("/ui")).text
+        assert sid_a in page and sid_b not in page
+
+
+async def test_a_read_token_signs_in_but_cannot_act_and_revocation_signs_it_out(
+        tenants: Tenants, store: Store) -> None:
+    sid = tenants.sessions["team-a"]
+    async with console_as(tenants.app, tenants.tokens["a_read"]) as reader:
+        page = (await reader.get(f"/ui/sessions/{sid}")).text
+        assert sid in page
+        r = await reader.post(f"/ui/sessions/{sid}/pause", data={"csrf": csrf_of(page)})
+        assert r.status_code == 403 and "operate" in r.text
+        assert (await store.get_session(sid)).status.value == "running"
+        token_id = tenants.tokens["a_read"].split("_")[1]
+        async with tenants.client(TOKEN) as admin:
+            assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+        revoked_at = time.monotonic()
+        await asyncio.sleep(max(0.0, revoked_at + 1.0 - time.monotonic()))
+        r = await reader.get(f"/ui/sessions/{sid}")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+
+
+async def test_the_console_acts_and_audits_for_an_operator(tenants: Tenants,
+                                                           store: Store) -> None:
+    sid = tenants.sessions["team-a"]
+    async with console_as(tenants.app, tenants.tokens["a_operate"]) as operator:
+        csrf = csrf_of((await operator.get("/ui")).text)
+        r = await operator.post("/ui/namespace", data={"csrf": csrf, "namespace": "team-a"})
+        assert r.status_code == 303
+        r = await operator.post(f"/ui/sessions/{sid}/pause", data={"csrf": csrf})
+        assert r.status_code == 303, r.text
+    assert (await store.get_session(sid)).status.value == "paused"
+    trail = await store.audit_page("team-a", 10)
+    assert (trail[0].action, trail[0].target, trail[0].actor) == (
+        "pause", sid, tenants.tokens["a_operate"].split("_")[1])
+
+
+async def test_scoped_tokens_close_an_api_and_console_that_had_no_token(
+        settings: DurableSettings, store: Store) -> None:
+    from strands_durable.sessions.access import create_token
+
+    open_app = make_app(settings)  # no DURABLE_API_TOKEN
+    async with asgi_client(open_app) as anonymous:
+        assert (await anonymous.get("/v1/sessions")).status_code == 200
+        issued = await create_token(store, "read", ["default"], actor="test", source="test")
+        await asyncio.sleep(REVOCATION_S + 0.1)  # the open API's cached "no tokens"
+        assert error_of(await anonymous.get("/v1/sessions"), 401)
+        r = await anonymous.get("/ui", headers={"accept": "text/html"})
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+        r = await anonymous.get("/openapi.json")
+        assert r.status_code == 401
+        headers = {"Authorization": f"Bearer {issued.token}"}
+        assert (await anonymous.get("/v1/sessions", headers=headers)).status_code == 200
