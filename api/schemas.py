@@ -380,6 +380,10 @@ OPERATION_IDS = {
     "metrics": "getMetrics", "workers": "listWorkers", "queue": "getQueue",
     "list_tokens": "listTokens", "create_token": "createToken", "revoke_token": "revokeToken",
     "audit": "listAudit",
+    "list_schedules": "listSchedules", "get_schedule": "getSchedule",
+    "create_schedule": "createSchedule", "update_schedule": "updateSchedule",
+    "delete_schedule": "deleteSchedule", "pause_schedule": "pauseSchedule",
+    "resume_schedule": "resumeSchedule", "trigger_schedule": "triggerSchedule",
 }
 
 

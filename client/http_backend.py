@@ -36,6 +36,11 @@ from strands_durable.api.schemas_access import (
     TokenList,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
+from strands_durable.api.schemas_schedules import (
+    ScheduleList,
+    ScheduleRun,
+    ScheduleView,
+)
 from strands_durable.client import wire
 from strands_durable.client.backend import Changes, ListFilter, Submission
 from strands_durable.client.errors import (
@@ -280,3 +285,36 @@ class HttpBackend:
                                    f"{what}: stream lost ({type(exc).__name__}: {exc})") from None
         # The server closed the stream without an `end` frame (a restart): reconnect.
         raise ConnectionFailed("connection_failed", f"{what}: stream closed before its end")
+
+
+    # -- schedules (/v1/schedules) ----------------------------------------------------
+    async def schedules(self) -> ScheduleList:
+        return await self.typed(wire.Call("GET", "/v1/schedules"), ScheduleList)
+
+    async def schedule(self, name: str) -> ScheduleView:
+        return await self.typed(wire.Call("GET", _schedule_path(name)), ScheduleView)
+
+    async def create_schedule(self, body: dict[str, Any]) -> ScheduleView:
+        return await self.typed(wire.Call("POST", "/v1/schedules", body=body,
+                                          idempotent=False), ScheduleView)
+
+    async def update_schedule(self, name: str, body: dict[str, Any]) -> ScheduleView:
+        return await self.typed(wire.Call("PATCH", _schedule_path(name), body=body,
+                                          idempotent=False), ScheduleView)
+
+    async def delete_schedule(self, name: str) -> None:
+        await self.send(wire.Call("DELETE", _schedule_path(name), idempotent=False))
+
+    async def schedule_action(self, name: str, action: str) -> ScheduleView:
+        return await self.typed(wire.Call("POST", _schedule_path(name, action),
+                                          idempotent=False), ScheduleView)
+
+    async def trigger_schedule(self, name: str) -> ScheduleRun:
+        # A lost answer is not retried: a retry would start a second run.
+        return await self.typed(wire.Call("POST", _schedule_path(name, "trigger"),
+                                          idempotent=False), ScheduleRun)
+
+
+def _schedule_path(name: str, *rest: str) -> str:
+    """/v1/schedules/{name}/...; the name quoted, so no name reaches another route."""
+    return "/".join(["/v1/schedules", quote(name, safe=""), *rest])

@@ -29,6 +29,7 @@ from strands_durable.api.cli.output import new_table, print_table
 from strands_durable.scheduler.schedule_ops import (
     ScheduleOptions,
     ScheduleView,
+    checked_options,
     new_schedule,
     schedule_view,
     schedule_views,
@@ -74,6 +75,10 @@ def _vars(var: list[str] | None) -> dict[str, str]:
     return parse_var_args(var or [])
 
 
+async def _checked(options: ScheduleOptions) -> None:
+    checked_options(options)
+
+
 def _show(view: ScheduleView, as_json: bool) -> None:
     if as_json:
         print_json(view)
@@ -114,6 +119,7 @@ def schedules_create(
         raise fail("schedules create: --cron is required (e.g. --cron '0 * * * *')",
                    EXIT_USAGE)
     options = ScheduleOptions(cron, timezone, jitter, overlap, catchup_window)
+    run_async(_checked(options))  # the options first: cheap, and before the spec's file
 
     async def body(store: Store) -> ScheduleView:
         made = new_schedule(name, load(spec, var, provider, None), options)
@@ -137,6 +143,7 @@ def schedules_update(
 
     async def body(store: Store) -> ScheduleView:
         current = await store.get_schedule(name)
+        checked_options(options, current)  # before the spec's file is read
         loaded = load(spec, var, provider, None) if spec is not None else None
         await store.replace_schedule(updated_schedule(current, loaded, _vars(var), options))
         return await schedule_view(store, name)

@@ -20,6 +20,10 @@ CLIENT_METHODS = {
     "getMetrics": "metrics", "listWorkers": "workers", "getQueue": "queue",
     "listTokens": "tokens", "createToken": "create_token", "revokeToken": "revoke_token",
     "listAudit": "audit",
+    "listSchedules": "schedules", "getSchedule": "schedule",
+    "createSchedule": "create_schedule", "updateSchedule": "update_schedule",
+    "deleteSchedule": "delete_schedule", "pauseSchedule": "pause_schedule",
+    "resumeSchedule": "resume_schedule", "triggerSchedule": "trigger_schedule",
 }
 # Routes for people, not programs: the console and its documentation pages.
 NOT_FOR_CLIENTS = ("/ui", "/docs", "/redoc", "/openapi.json")
