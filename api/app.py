@@ -21,6 +21,7 @@ from strands_durable.api import (
     routes_schedules,
     routes_sessions,
     routes_system,
+    routes_webhooks,
 )
 from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
@@ -75,6 +76,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.include_router(routes_fleet.router, dependencies=authed, responses=responses)
     app.include_router(routes_schedules.router, dependencies=authed, responses=responses)
     app.include_router(routes_access.router, dependencies=authed, responses=responses)
+    app.include_router(routes_webhooks.router, dependencies=authed, responses=responses)
     app.include_router(routes_system.router)
     install_console(app)  # /ui, and /docs, /redoc, /openapi.json served offline
     return app

@@ -10,10 +10,11 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from strands_durable.api import sse
-from strands_durable.api.auth import audit, namespace_of
+from strands_durable.api.auth import admitted_stream, audit, namespace_of
 from strands_durable.api.deps import (
     LiveFollowersDep,
     RenderStageDep,
+    SettingsDep,
     StoreDep,
     ensure_prepared,
 )
@@ -39,7 +40,7 @@ from strands_durable.api.schemas import (
     SubmitResponse,
     error_responses,
 )
-from strands_durable.api.submission import Submitted, plan_submitted
+from strands_durable.api.submission import Submitted, plan_submitted, with_webhook
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import event_docs
@@ -67,8 +68,8 @@ def location(session_id: str) -> str:
                             "different request", e503="Redis is unreachable, or the API "
                             "is loading as many specs as it may (Retry-After)")})
 async def submit(body: SubmitRequest, request: Request, response: Response, store: StoreDep,
-                 stage: RenderStageDep, idempotency_key: IdempotencyKeyHeader = None
-                 ) -> SubmitResponse:
+                 stage: RenderStageDep, settings: SettingsDep,
+                 idempotency_key: IdempotencyKeyHeader = None) -> SubmitResponse:
     """Submit a workflow. The session and its first steps are stored (one transaction)
     before the answer is sent; an invalid spec stores nothing. An Idempotency-Key stands
     for one request: repeated with the same spec and variables it answers the first
@@ -79,6 +80,7 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     planned = await stage.run(plan_submitted, Submitted(
         body.spec, body.variables, body.provider, body.script, idempotency_key))
     planned = in_namespace(with_priority(planned, body.priority), namespace_of(request))
+    planned = with_webhook(planned, body.webhook, settings.webhook_allow_list)
     await ensure_prepared(request.app)
     sid, created = await store.create_session(planned)
     record = await store.get_session(sid)
@@ -148,8 +150,8 @@ async def events(
         # A blocking read must end before the socket timeout takes it for a dead Redis.
         socket_ms = int(request.app.state.settings.redis_socket_timeout_s * 1000)
         block_ms = max(100, min(block_ms, socket_ms - 1000))
-        return StreamingResponse(
-            sse.event_stream(store, session_id, last_event_id or after or "0-0", block_ms),
+        return StreamingResponse(admitted_stream(request, sse.event_stream(
+            store, session_id, last_event_id or after or "0-0", block_ms)),
             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
     docs = event_docs(await store.events(session_id, after=after or "-", count=limit))
     return EventPage(items=[EventOut.model_validate(d) for d in docs],
@@ -163,6 +165,7 @@ async def events(
                              "session ends, then `end`"}})
 async def stream(
     session_id: SessionIdPath,
+    request: Request,
     store: StoreDep,
     followers: LiveFollowersDep,
     after: Annotated[str | None, Query(pattern=STREAM_ID,
@@ -176,8 +179,8 @@ async def stream(
     result is. Kept for DURABLE_LIVE_TTL_S after its last write, about DURABLE_LIVE_MAX
     entries per session."""
     await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
-    return StreamingResponse(
-        sse.live_stream(followers, session_id, last_event_id or after or "0-0"),
+    return StreamingResponse(admitted_stream(request, sse.live_stream(
+        followers, session_id, last_event_id or after or "0-0")),
         media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 

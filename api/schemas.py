@@ -28,6 +28,7 @@ from strands_durable.store.keys import (
     check_session_id,
     check_token,
 )
+from strands_durable.webhooks import WebhookSubscription
 
 # The largest checkpoint number taken (a session's commits are far fewer).
 MAX_CHECKPOINT = 10**9
@@ -104,6 +105,10 @@ class SubmitRequest(Strict):
         description=f"The session's share of a busy provider key ({PRIORITY_MIN}-"
         f"{PRIORITY_MAX}, default {PRIORITY_DEFAULT}): while sessions wait for a key's "
         "capacity, each has turns in proportion to its priority (--priority).")
+    webhook: WebhookSubscription | None = Field(
+        default=None, description="Where the session's events are POSTed (completed, "
+        "failed, cancelled, paused, waiting_for_human), signed as Standard Webhooks says "
+        "(--webhook); none: the fleet's DURABLE_WEBHOOK_URL, if set.")
 
 
 class BudgetSets(Strict):
@@ -380,6 +385,7 @@ OPERATION_IDS = {
     "metrics": "getMetrics", "workers": "listWorkers", "queue": "getQueue",
     "list_tokens": "listTokens", "create_token": "createToken", "revoke_token": "revokeToken",
     "audit": "listAudit",
+    "list_webhooks": "listWebhooks", "retry_webhook": "retryWebhook",
     "list_schedules": "listSchedules", "get_schedule": "getSchedule",
     "create_schedule": "createSchedule", "update_schedule": "updateSchedule",
     "delete_schedule": "deleteSchedule", "pause_schedule": "pauseSchedule",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from strands_durable.api.errors import ApiError
@@ -25,6 +25,7 @@ from strands_durable.spec.loader import (
 )
 from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.records import NewSession
+from strands_durable.webhooks import WebhookSubscription
 
 SOURCE = "spec"  # what SpecError messages name as the file: "spec: <path>: <problem>"
 
@@ -39,6 +40,15 @@ class Submitted:
     provider: str | None = None
     script: ScriptConfig | None = None
     idempotency_key: str | None = None
+
+
+def with_webhook(new: NewSession, webhook: WebhookSubscription | None,
+                 allow: tuple[str, ...]) -> NewSession:
+    """`new` with its webhook subscription, its URL checked against the operator's
+    DURABLE_WEBHOOK_ALLOW (InvalidWebhook: 422, exit 2)."""
+    if webhook is None:
+        return new
+    return replace(new, webhook=webhook.checked(allow).stored())
 
 
 def spec_size(spec: str | Mapping[str, Any]) -> int:

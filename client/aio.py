@@ -34,6 +34,7 @@ from strands_durable.api.schemas_schedules import (
     ScheduleRun,
     ScheduleView,
 )
+from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client.backend import Backend, Changes, ListFilter, Submission
 from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
@@ -389,6 +390,25 @@ class AsyncClient:
             print(entry.actor, entry.action, entry.target)
         ```"""
         return await self._backend.audit(limit, before)
+
+    # -- the webhook outbox --------------------------------------------------------------
+    async def webhooks(self, *, status: str = "pending", limit: int = 50) -> WebhookList:
+        """The webhook outbox's newest entries in `status` (pending, in_flight, delivered,
+        dead), an operate token; never a secret (`durable webhooks list --json`).
+
+        ```python
+        for hook in (await client.webhooks(status="dead")).items:
+            print(hook.id, hook.event, hook.last_error)
+        ```"""
+        return await self._backend.webhooks(status, limit)
+
+    async def retry_webhook(self, webhook_id: str) -> WebhookRetried:
+        """Deliver a dead (or pending) webhook again now, with a fresh day of retries.
+
+        ```python
+        await client.retry_webhook(hook.id)
+        ```"""
+        return await self._backend.retry_webhook(webhook_id)
 
 
     # -- schedules ----------------------------------------------------------------------

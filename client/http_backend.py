@@ -41,6 +41,7 @@ from strands_durable.api.schemas_schedules import (
     ScheduleRun,
     ScheduleView,
 )
+from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client import wire
 from strands_durable.client.backend import Changes, ListFilter, Submission
 from strands_durable.client.errors import (
@@ -242,6 +243,14 @@ class HttpBackend:
     async def audit(self, limit: int, before: str | None) -> AuditPage:
         params = {"limit": str(limit), **({"before": before} if before else {})}
         return await self.typed(wire.Call("GET", "/v1/audit", params=params), AuditPage)
+
+    async def webhooks(self, status: str, limit: int) -> WebhookList:
+        params = {"status": status, "limit": str(limit)}
+        return await self.typed(wire.Call("GET", "/v1/webhooks", params=params), WebhookList)
+
+    async def retry_webhook(self, webhook_id: str) -> WebhookRetried:
+        path = "/v1/webhooks/" + quote(webhook_id, safe="") + "/retry"
+        return await self.typed(wire.Call("POST", path, idempotent=False), WebhookRetried)
 
     # -- server-sent events -----------------------------------------------------------
     async def _follow(self, path: str, params: dict[str, str], after: str | None,

@@ -59,7 +59,8 @@ from strands_durable.api.schemas_schedules import (
     ScheduleUpdate,
     ScheduleView,
 )
-from strands_durable.api.submission import Submitted, load_only, plan_submitted
+from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
+from strands_durable.api.submission import Submitted, load_only, plan_submitted, with_webhook
 from strands_durable.client import wire
 from strands_durable.client.backend import Changes, ListFilter, Submission
 from strands_durable.client.errors import (
@@ -204,7 +205,9 @@ class RedisBackend:
         planned = await self._in_thread(plan_submitted, Submitted(
             body.spec, body.variables, body.provider, body.script, s.idempotency_key))
         store = await self._prepared()
-        sid, created = await store.create_session(with_priority(planned, body.priority))
+        planned = with_webhook(with_priority(planned, body.priority), body.webhook,
+                               self.settings.webhook_allow_list)
+        sid, created = await store.create_session(planned)
         record = await store.get_session(sid)
         return SubmitResponse(session_id=sid, status=record.status, created=created)
 
@@ -361,6 +364,18 @@ class RedisBackend:
         items = await access.audit_page(self.store, DEFAULT_NAMESPACE, limit, before)
         return AuditPage(items=items, next_before=items[-1].id if len(items) == limit
                          else None)
+
+    async def webhooks(self, status: str, limit: int) -> WebhookList:
+        from strands_durable.api.routes_webhooks import list_outbox
+        from strands_durable.api.schemas_webhooks import WebhookListQuery
+
+        query = checked(WebhookListQuery, {"status": status, "limit": limit})
+        return await list_outbox(self.store, self.settings, query.status, query.limit, None)
+
+    async def retry_webhook(self, webhook_id: str) -> WebhookRetried:
+        from strands_durable.api.routes_webhooks import retry_outbox
+
+        return await retry_outbox(self.store, self.settings, webhook_id, None)
 
 
     # -- schedules (api/routes_schedules.py's operations) --------------------------------

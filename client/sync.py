@@ -28,6 +28,7 @@ from strands_durable.api.schemas_schedules import (
     ScheduleRun,
     ScheduleView,
 )
+from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client.aio import (
     DEFAULT_URL,
     Artifacts,
@@ -256,6 +257,14 @@ class Client:
     def audit(self, *, limit: int = 50, before: str | None = None) -> AuditPage:
         """The namespace's audit trail. `client.audit(limit=20).items`"""
         return self._thread.run(self._async.audit(limit=limit, before=before))
+
+    def webhooks(self, *, status: str = "pending", limit: int = 50) -> WebhookList:
+        """The webhook outbox. `client.webhooks(status="dead").items`"""
+        return self._thread.run(self._async.webhooks(status=status, limit=limit))
+
+    def retry_webhook(self, webhook_id: str) -> WebhookRetried:
+        """Deliver a webhook again now. `client.retry_webhook(hook.id)`"""
+        return self._thread.run(self._async.retry_webhook(webhook_id))
 
 
     # -- schedules ----------------------------------------------------------------------

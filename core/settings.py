@@ -46,6 +46,9 @@ class Limits(BaseSettings):
     # One rendered artifact (UTF-8 bytes), and everything a session stores in Redis.
     max_artifact_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_session_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+    # One session export document read by `durable import` or POST /v1/sessions/import
+    # (a session of max_session_bytes, with room for JSON's escaping).
+    max_import_bytes: int = Field(default=128 * 1024 * 1024, ge=64 * 1024)
 
 
 @lru_cache(maxsize=1)
@@ -239,6 +242,31 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     local_idle_s: float = Field(default=300.0, ge=1, allow_inf_nan=False)
     # Memory only: `durable run` keeps nothing; the other commands use redis_url.
     ephemeral: bool = False
+    # Webhooks (core/webhooks.py, scheduler/webhooks.py): the fleet's default subscription,
+    # for sessions submitted without one of their own (empty: none), its signing secret
+    # (whsec_<base64>) and events (comma-separated; empty: all). Hosts (name, IP or CIDR)
+    # a webhook may reach although private or loopback (comma-separated).
+    webhook_url: str = Field(default="", repr=False, max_length=2048)
+    webhook_secret: str | None = Field(default=None, repr=False)
+    webhook_events: str = ""
+    webhook_allow: str = ""
+    # Delivery: a failed attempt waits base * 2^(n-1) (at most max, spread over its upper
+    # half), for up to max_age since the event; then the entry is dead-lettered.
+    webhook_backoff_base_s: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
+    webhook_backoff_max_s: float = Field(default=3600.0, gt=0, le=86_400, allow_inf_nan=False)
+    webhook_max_age_s: float = Field(default=86_400.0, gt=0, le=30 * 86_400,
+                                     allow_inf_nan=False)
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=300, allow_inf_nan=False)
+    # An entry being delivered is leased this long: a leader that dies mid-delivery
+    # leaves it to be sent again (the receiver dedupes on webhook-id).
+    webhook_lease_s: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
+    # How often the leader looks for sessions whose status changed, and how far back
+    # (behind the newest change it saw) it looks again: writers' clocks and commits
+    # that land late are covered up to this.
+    webhook_scan_ms: int = Field(default=1_000, ge=10, le=600_000)
+    webhook_lookback_ms: int = Field(default=60_000, ge=0, le=86_400_000)
+    # Delivered entries kept per shard for `durable webhooks list --status delivered`.
+    webhook_keep_delivered: int = Field(default=1_000, ge=0, le=1_000_000)
 
     @field_validator("redis_url")
     @classmethod
@@ -266,6 +294,10 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
         return Timeouts(self.redis_connect_timeout_s, self.redis_socket_timeout_s)
 
     @property
+    def webhook_allow_list(self) -> tuple[str, ...]:
+        return _names(self.webhook_allow)
+
+    @property
     def effective_lease_renew_ms(self) -> int:
         return self.lease_renew_ms or max(50, self.claim_idle_ms // 3)
 
@@ -277,7 +309,8 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
 
 
 # Never echoed (a listed host's message masks what it shows itself).
-SECRET_SETTINGS = {"api_token", *(f"{name}_hosts" for name in HOST_PROVIDERS)}
+SECRET_SETTINGS = {"api_token", "webhook_url", "webhook_secret",
+                   *(f"{name}_hosts" for name in HOST_PROVIDERS)}
 REDACTED_SETTINGS = {"redis_url"}  # echoed without the password
 
 

@@ -44,6 +44,7 @@ from strands_durable.redis_targets import redact
 from strands_durable.scheduler.failover import DeathWatch
 from strands_durable.scheduler.schedule_clock import ScheduleClock
 from strands_durable.scheduler.watchdog import DurationGuard, StuckWatch
+from strands_durable.scheduler.webhook_delivery import TransportFactory, WebhookService
 from strands_durable.sessions.cleanup import cleanup_sessions
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
@@ -59,8 +60,8 @@ EXPIRE_BATCH = 200  # sessions deleted per retention round at most
 
 
 class SchedulerService:
-    def __init__(self, settings: DurableSettings, store: Store, name: str | None = None
-                 ) -> None:
+    def __init__(self, settings: DurableSettings, store: Store, name: str | None = None,
+                 webhook_transport: TransportFactory | None = None) -> None:
         self.settings = settings
         self.store = store
         self.name = name or process_name()
@@ -68,6 +69,10 @@ class SchedulerService:
         self.durations = DurationGuard(store)
         self.stuck = StuckWatch(store, settings.stuck_after_s)
         self.deaths = DeathWatch(store, settings, self.name)  # fast failover, while leading
+        try:  # webhooks (scheduler/webhook_delivery.py), while leading
+            self.webhooks = WebhookService(store, settings, webhook_transport)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.schedules = ScheduleClock(store, settings.timer_poll_ms / 1000)  # cron schedules
         self._lease_until = 0.0  # monotonic time our lock may have lapsed by
         self._stopping = asyncio.Event()
@@ -201,6 +206,9 @@ class SchedulerService:
         schedules = asyncio.create_task(
             self.schedules.run(self._stopping, lambda: self.leading, self.outage.failed),
             name="scheduler-schedules")
+        hooks = asyncio.create_task(
+            self.webhooks.run(self._stopping, lambda: self.leading, self.outage.failed),
+            name="scheduler-webhooks")
         log.info("scheduler %s started (%d shard(s))", self.name, self.store.keys.shards)
         interval = self.settings.timer_poll_ms / 1000
         try:
@@ -221,7 +229,9 @@ class SchedulerService:
             expiry.cancel()
             deaths.cancel()
             schedules.cancel()
-            await asyncio.gather(leader, expiry, deaths, schedules, return_exceptions=True)
+            hooks.cancel()
+            await asyncio.gather(leader, expiry, deaths, schedules, hooks,
+                                 return_exceptions=True)
             with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
                 await self.lock.release()  # a standby takes over without waiting the TTL
             self._lease_until = 0.0
@@ -246,12 +256,14 @@ def _last_seen_ms(raw: str | bytes) -> int:
         return 0
 
 
-async def run_scheduler(settings: DurableSettings, metrics_port: int | None = None) -> None:
-    """`durable scheduler`: serve metrics, lead or stand by until SIGTERM/SIGINT."""
+async def run_scheduler(settings: DurableSettings, metrics_port: int | None = None,
+                        webhook_transport: TransportFactory | None = None) -> None:
+    """`durable scheduler`: serve metrics, lead or stand by until SIGTERM/SIGINT;
+    webhooks go through `webhook_transport` (the network guard the CLI gives)."""
     configure_logging()
     port = settings.metrics_port if metrics_port is None else metrics_port
     store = open_store(settings)
-    service = SchedulerService(settings, store)
+    service = SchedulerService(settings, store, webhook_transport=webhook_transport)
     try:
         server = (metrics.start_fleet_metrics(port, settings.redis_url, store.keys,
                                               settings.heartbeat_s, settings.metrics_host,

@@ -166,6 +166,14 @@ class Keys:
         """Entries taken from a consumer declared dead and not yet re-run: id -> it."""
         return f"{self.tag(shard)}:orphans"
 
+    def webhooks(self, shard: int, part: str) -> str:
+        """The shard's webhook outbox (store/webhooks.py), in its slot so one script
+        records a session's events with its cursor: `outbox` (hash: id -> entry JSON),
+        `pending` (zset: id -> when due), `leased` (zset: id -> lease expiry), `dead`
+        and `delivered` (zsets: id -> when), `seen` (zset: '<status>:<sid>' -> the
+        status index score looked at) and `mark` (hash: status -> newest score seen)."""
+        return f"{self.tag(shard)}:wh:{part}"
+
     def streams(self) -> list[str]:
         return [self.stream(k) for k in range(self.shards)]
 
@@ -254,6 +262,10 @@ class Keys:
         """Jobs held back while the session is paused."""
         return f"{self._s(session_id)}:held"
 
+    def webhook_cursor(self, session_id: str) -> str:
+        """The last event of the session its webhooks were recorded up to (a hash)."""
+        return f"{self._s(session_id)}:webhook"
+
     def session_keys(self, session_id: str) -> list[str]:
         return [
             self.meta(session_id),
@@ -267,6 +279,7 @@ class Keys:
             self.failed_jobs(session_id),
             self.held(session_id),
             self.live(session_id),
+            self.webhook_cursor(session_id),
         ]
 
     # -- global (never part of a commit) ---------------------------------------

@@ -49,6 +49,7 @@ from strands_durable.store.schedules import ScheduleOps
 from strands_durable.store.session_reads import SessionReads
 from strands_durable.store.step_path import StepPath
 from strands_durable.store.streams import StreamReads
+from strands_durable.store.webhooks import WebhookOps
 
 __all__ = [
     "DEFAULT_EVENTS_MAX", "GATE_FIELDS", "JSON_SEPARATORS", "AutoClaimed", "ClaimedEntries",
@@ -64,7 +65,7 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps):
+            FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps, WebhookOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with, and the data
         format (store/format_version.py: stamp, upgrade or refuse); create groups. Both

@@ -22,13 +22,14 @@ from strands_durable.api.cli import (
     upgrade,
     validate,
     views,
+    webhooks,
 )
 from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
 _COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, upgrade,
-                    validate, views)
+                    validate, views, webhooks)
 
 
 def main() -> None:

@@ -379,17 +379,17 @@ def submit(
         help="Same key, same request, same session: a repeated submit prints the first "
         "one; the key with a different spec, variables or priority is refused (exit 2).",
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
-    priority: PriorityOpt = None,
+    priority: PriorityOpt = None, webhook: Annotated[str | None, typer.Option(
+        help="POST the session's events to this URL, signed (docs/webhooks.md).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit a workflow to the fleet; prints the session id alone (--json:
-    {"session_id", "created"})."""
-    from strands_durable.sessions.start import new_session, with_priority
+    """Submit a workflow to the fleet; prints its id (--json: {"session_id", "created"})."""
+    from strands_durable.api.cli.webhooks import planned_submit
 
     async def body(store: Store) -> tuple[str, bool]:
         # Loaded and planned before Redis is touched: a refused spec writes no key.
-        planned = with_priority(new_session(load(spec, var, provider, script, script_replace),
-                                            idempotency_key), priority)
+        planned = planned_submit(load(spec, var, provider, script, script_replace),
+                                 idempotency_key, priority, webhook)
         await store.prepare()
         return await store.create_session(planned)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +16,9 @@ from strands_durable.api.cli.common import (
     run_async,
 )
 from strands_durable.settings import DurableSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @app.command("api")
@@ -53,7 +57,17 @@ def scheduler_serve(
     settings = env_settings()
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
-    run_async(run_scheduler(settings, metrics_port))
+    run_async(run_scheduler(settings, metrics_port, webhook_transport(settings)))
+
+
+def webhook_transport(settings: DurableSettings) -> Callable[[], httpx.AsyncBaseTransport]:
+    """Webhooks leave through the HTTP tools' network guard: public addresses, and the
+    private ones DURABLE_WEBHOOK_ALLOW lists, checked where each socket is opened."""
+    from strands_durable.webhooks import ALLOW_SETTING
+    from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
+
+    reach = Reach(settings.webhook_allow_list, ALLOW_SETTING)
+    return lambda: guarded_async_transport(reach, strip_credentials=True)
 
 
 async def _check_shards(settings: DurableSettings) -> None:

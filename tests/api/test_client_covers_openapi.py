@@ -24,6 +24,7 @@ CLIENT_METHODS = {
     "createSchedule": "create_schedule", "updateSchedule": "update_schedule",
     "deleteSchedule": "delete_schedule", "pauseSchedule": "pause_schedule",
     "resumeSchedule": "resume_schedule", "triggerSchedule": "trigger_schedule",
+    "listWebhooks": "webhooks", "retryWebhook": "retry_webhook",
 }
 # Routes for people, not programs: the console and its documentation pages.
 NOT_FOR_CLIENTS = ("/ui", "/docs", "/redoc", "/openapi.json")

@@ -203,6 +203,7 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/schedules/{name}": {"get", "patch", "delete"},
         "/v1/schedules/{name}/pause": {"post"}, "/v1/schedules/{name}/resume": {"post"},
         "/v1/schedules/{name}/trigger": {"post"},
+        "/v1/webhooks": {"get"}, "/v1/webhooks/{webhook_id}/retry": {"post"},
         "/healthz": {"get"},
         "/metrics": {"get"},
     }
