@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Request, Security
@@ -39,6 +40,7 @@ from strands_durable.access import (
     matches,
     token_id_of,
 )
+from strands_durable.api import sse
 from strands_durable.api.errors import ApiError
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import now_ms
@@ -251,6 +253,21 @@ async def require_token(
         found = await request.app.state.store.session_namespace(session_id)
         if found is not None and found != namespace:
             raise SessionNotFound(str(session_id))  # answered as a missing session is
+
+
+def admitted_stream(request: Request, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`frames` for as long as the request's token admits it: a scoped token is asked
+    again every REVOCATION_S (the fleet's own token and an open API never change)."""
+    principal: Principal = getattr(request.state, "principal", OPEN)
+    if principal.token_id in (OPEN.token_id, ENV_ADMIN.token_id):
+        return frames
+    cache = token_cache(request)
+
+    async def admitted() -> bool:
+        record = await cache.record(principal.token_id)
+        return record is not None and record.state(now_ms()) == "active"
+
+    return sse.while_admitted(frames, admitted, REVOCATION_S)
 
 
 def namespace_of(request: Request) -> str:

@@ -2,13 +2,16 @@
 frame per session event) and GET /v1/sessions/{id}/stream (one `event: <kind>` frame per
 live entry: model output as written): each frame's stream id is its SSE id, so a client
 reconnecting with Last-Event-ID resumes after it; keep-alive comments while nothing
-happens, and an `end` frame once the session has ended."""
+happens, and an `end` frame once the session has ended. A stream opened with a scoped
+token ends (an `error` frame) within a second of the token's revocation or expiry."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from strands_durable.api.errors import REDIS_DOWN, error_body
@@ -82,3 +85,44 @@ async def _final_status(store: Store, session_id: str) -> str:
         return (await store.get_session(session_id)).status.value
     except SessionNotFound:
         return "deleted"
+
+
+_DONE = object()
+
+
+async def while_admitted(frames: AsyncIterator[bytes], admitted: Callable[[], Awaitable[bool]],
+                         every_s: float) -> AsyncIterator[bytes]:
+    """`frames`, asking `admitted()` at least every `every_s` (an idle stream too): when
+    the token was revoked or expired meanwhile, an `error` frame and the end. The frames
+    are read by a task of their own, so a blocking read never delays the check."""
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
+
+    async def pump() -> None:
+        try:
+            async for item in frames:
+                await queue.put(item)
+        except Exception as exc:  # re-raised where the response reads it
+            await queue.put(exc)
+        await queue.put(_DONE)
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), every_s)
+            except TimeoutError:
+                item = None
+            if item is _DONE:
+                return
+            if isinstance(item, Exception):
+                raise item
+            if not await admitted():
+                yield frame(error_body("unauthorized", "the token was revoked or expired"),
+                            event="error")
+                return
+            if isinstance(item, bytes):
+                yield item
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -401,3 +401,34 @@ async def test_scoped_tokens_close_an_api_and_console_that_had_no_token(
         assert r.status_code == 401
         headers = {"Authorization": f"Bearer {issued.token}"}
         assert (await anonymous.get("/v1/sessions", headers=headers)).status_code == 200
+
+
+async def test_a_stream_opened_with_a_token_ends_when_it_is_revoked(
+        tenants: Tenants, settings: DurableSettings) -> None:
+    """Both SSE routes (events followed, the live stream) of an idle running session:
+    open, then the token is revoked, then each ends with an `error` frame."""
+    from helpers.api import uvicorn_server
+
+    sid = tenants.sessions["team-a"]
+    token_id = tenants.tokens["a_read"].split("_")[1]
+    headers = {"Authorization": f"Bearer {tenants.tokens['a_read']}",
+               NAMESPACE_HEADER: "team-a"}
+    paths = (f"/v1/sessions/{sid}/events?follow=1", f"/v1/sessions/{sid}/stream")
+    async with uvicorn_server(tenants.app) as url, httpx.AsyncClient(base_url=url,
+                                                                     timeout=30) as http:
+        async with http.stream("GET", paths[0], headers=headers) as events, \
+                http.stream("GET", paths[1], headers=headers) as live:
+            streams = [events.aiter_lines(), live.aiter_lines()]
+            for lines, response in zip(streams, (events, live), strict=True):
+                assert response.status_code == 200
+                assert (await anext(lines)).startswith("retry:")  # open and following
+            async with tenants.client(TOKEN) as admin:
+                assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+            for lines in streams:
+                seen: list[str] = []
+                async with asyncio.timeout(30):
+                    async for line in lines:
+                        seen.append(line)
+                        if line.startswith("data:") and "unauthorized" in line:
+                            break
+                assert "event: error" in seen, seen
