@@ -16,6 +16,7 @@ import typer
 from pydantic import ValidationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from strands_durable.access import NAMESPACE_FORM, is_namespace
 from strands_durable.api.cli.output import err, out, print_error, print_json, set_json
 from strands_durable.errors import (
     DurableError,
@@ -86,6 +87,15 @@ PriorityOpt = Annotated[int | None, typer.Option(
     help=f"The session's share of a busy provider key ({PRIORITY_MIN}-{PRIORITY_MAX}, "
     f"default {PRIORITY_DEFAULT}): sessions waiting for a key have turns in proportion "
     "to their priority.")]
+def _checked_namespace(value: str) -> str:
+    if not is_namespace(value):
+        raise fail(f"--namespace {value[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
+    return value
+
+
+NamespaceOpt = Annotated[str, typer.Option(
+    "--namespace", envvar="DURABLE_NAMESPACE", callback=_checked_namespace,
+    help="The tenant's namespace (docs/tenants.md).")]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", is_eager=True, callback=set_json,
     help="Machine-readable output on stdout, errors included: "

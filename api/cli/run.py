@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.api.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -20,6 +21,7 @@ from strands_durable.api.cli.common import (
     AllowSecretOpt,
     AllowToolModuleOpt,
     JsonOpt,
+    NamespaceOpt,
     PriorityOpt,
     ProviderOpt,
     ScriptOpt,
@@ -43,6 +45,7 @@ from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
+from strands_durable.sessions.start import in_namespace
 from strands_durable.spec.grants import NO_GRANTS, Grants, grant
 from strands_durable.spec.loader import load_spec_file, parse_var_args
 from strands_durable.spec.provider_hosts import grant_hosts
@@ -381,6 +384,7 @@ def submit(
         callback=checked(lambda v: check_token("idempotency key", v)))] = None,
     priority: PriorityOpt = None, webhook: Annotated[str | None, typer.Option(
         help="POST the session's events to this URL, signed (docs/webhooks.md).")] = None,
+    namespace: NamespaceOpt = DEFAULT_NAMESPACE,
     as_json: JsonOpt = False,
 ) -> None:
     """Submit a workflow to the fleet; prints its id (--json: {"session_id", "created"})."""
@@ -388,8 +392,9 @@ def submit(
 
     async def body(store: Store) -> tuple[str, bool]:
         # Loaded and planned before Redis is touched: a refused spec writes no key.
-        planned = planned_submit(load(spec, var, provider, script, script_replace),
-                                 idempotency_key, priority, webhook)
+        planned = in_namespace(planned_submit(load(spec, var, provider, script,
+                                                   script_replace),
+                                              idempotency_key, priority, webhook), namespace)
         await store.prepare()
         return await store.create_session(planned)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from strands_durable.access import NAMESPACE_FORM, is_namespace
 from strands_durable.api.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -22,6 +23,7 @@ from strands_durable.api.cli.common import (
     with_store,
 )
 from strands_durable.api.cli.output import err, new_table, print_table
+from strands_durable.api.listing import ListQuery, list_page
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.status import (
     SessionSummary,
@@ -35,12 +37,21 @@ from strands_durable.store.store import Store
 def sessions_list(
     status_filter: Annotated[SessionStatus | None, typer.Option("--status")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", envvar="DURABLE_NAMESPACE",
+        help="Only this namespace's sessions (default: every namespace).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Sessions, most recently updated first."""
+    if namespace is not None and not is_namespace(namespace):
+        raise fail(f"--namespace {namespace[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
 
     async def body(store: Store) -> list[SessionSummary]:
-        return [summary(r) for r in await store.list_sessions(status_filter, limit)]
+        if namespace is None:
+            return [summary(r) for r in await store.list_sessions(status_filter, limit)]
+        page = await list_page(store, ListQuery(limit=max(1, min(limit, 500)),
+                                                status=status_filter, namespace=namespace))
+        return [summary(r) for r in page.records]
 
     docs = run_async(with_store(body))
     if as_json:

@@ -79,7 +79,8 @@ class Tenants:
         self.app, self.tokens, self.sessions = app, tokens, sessions
 
     def client(self, token: str, namespace: str | bytes | None = None) -> httpx.AsyncClient:
-        headers: dict[str, str | bytes] = {"Authorization": f"Bearer {self.tokens.get(token, token)}"}
+        bearer = f"Bearer {self.tokens.get(token, token)}"
+        headers: dict[str, str | bytes] = {"Authorization": bearer}
         if namespace is not None:
             headers[NAMESPACE_HEADER] = namespace
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app),
@@ -414,21 +415,21 @@ async def test_a_stream_opened_with_a_token_ends_when_it_is_revoked(
     headers = {"Authorization": f"Bearer {tenants.tokens['a_read']}",
                NAMESPACE_HEADER: "team-a"}
     paths = (f"/v1/sessions/{sid}/events?follow=1", f"/v1/sessions/{sid}/stream")
-    async with uvicorn_server(tenants.app) as url, httpx.AsyncClient(base_url=url,
-                                                                     timeout=30) as http:
-        async with http.stream("GET", paths[0], headers=headers) as events, \
-                http.stream("GET", paths[1], headers=headers) as live:
-            streams = [events.aiter_lines(), live.aiter_lines()]
-            for lines, response in zip(streams, (events, live), strict=True):
-                assert response.status_code == 200
-                assert (await anext(lines)).startswith("retry:")  # open and following
-            async with tenants.client(TOKEN) as admin:
-                assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
-            for lines in streams:
-                seen: list[str] = []
-                async with asyncio.timeout(30):
-                    async for line in lines:
-                        seen.append(line)
-                        if line.startswith("data:") and "unauthorized" in line:
-                            break
-                assert "event: error" in seen, seen
+    async with uvicorn_server(tenants.app) as url, \
+            httpx.AsyncClient(base_url=url, timeout=30) as http, \
+            http.stream("GET", paths[0], headers=headers) as events, \
+            http.stream("GET", paths[1], headers=headers) as live:
+        streams = [events.aiter_lines(), live.aiter_lines()]
+        for lines, response in zip(streams, (events, live), strict=True):
+            assert response.status_code == 200
+            assert (await anext(lines)).startswith("retry:")  # open and following
+        async with tenants.client(TOKEN) as admin:
+            assert (await admin.delete(f"/v1/tokens/{token_id}")).status_code == 204
+        for lines in streams:
+            seen: list[str] = []
+            async with asyncio.timeout(30):
+                async for line in lines:
+                    seen.append(line)
+                    if line.startswith("data:") and "unauthorized" in line:
+                        break
+            assert "event: error" in seen, seen
