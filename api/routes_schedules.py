@@ -31,6 +31,7 @@ from strands_durable.scheduler.schedule_ops import (
     updated_schedule,
 )
 from strands_durable.spec.loader import LoadedSpec
+from strands_durable.store.schedules import ScheduleDef
 from strands_durable.store.store import Store
 
 
@@ -80,6 +81,24 @@ async def all_schedules(store: Store) -> ScheduleList:
     return ScheduleList(items=await schedule_views(store))
 
 
+async def one_schedule(store: Store, name: str) -> ScheduleView:
+    return await schedule_view(store, name)
+
+
+async def pause_or_resume(store: Store, name: str, paused: bool) -> ScheduleView:
+    return await set_paused(store, name, paused)
+
+
+async def fire_now(store: Store, name: str) -> ScheduleRun:
+    return await trigger_now(store, name)
+
+
+def check_options(body: ScheduleCreate | ScheduleUpdate, current: ScheduleDef | None = None
+                  ) -> None:
+    """The body's timing options checked (422 naming the option), before any spec loads."""
+    checked_options(options_of(body), current)
+
+
 # -- routes ------------------------------------------------------------------------------
 @router.get("", response_model=ScheduleList)
 async def list_schedules(store: StoreDep) -> ScheduleList:
@@ -94,7 +113,7 @@ async def create_schedule(body: ScheduleCreate, response: Response, store: Store
                           stage: RenderStageDep) -> ScheduleView:
     """Create a schedule: the spec (checked now, and kept as it is now) starts a session at
     every tick of `cron`, fired once each by the scheduler's leader."""
-    checked_options(options_of(body))  # cheap: before the spec is loaded
+    check_options(body)  # cheap: before the spec is loaded
     work = spec_work(body)
     assert work is not None
     loaded = await stage.run(load_only, work)
@@ -113,7 +132,7 @@ async def get_schedule(name: ScheduleNamePath, store: StoreDep) -> ScheduleView:
 async def update_schedule(name: ScheduleNamePath, body: ScheduleUpdate, store: StoreDep,
                           stage: RenderStageDep) -> ScheduleView:
     """Change a schedule: a new spec, variables over the stored ones, or timing."""
-    checked_options(options_of(body), await store.get_schedule(name))
+    check_options(body, await store.get_schedule(name))
     work = spec_work(body)
     loaded = await stage.run(load_only, work) if work is not None else None
     return await update_loaded(store, name, body, loaded)

@@ -29,15 +29,11 @@ from strands_durable.api.schemas_access import (
     TokenOut,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerOut
-from strands_durable.api.schemas_schedules import (
-    ScheduleList,
-    ScheduleRun,
-    ScheduleView,
-)
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client.backend import Backend, Changes, ListFilter, Submission
 from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
+from strands_durable.client.schedules import AsyncSchedules
 from strands_durable.client.wire import SpecInput
 from strands_durable.errors import InvalidInput
 from strands_durable.models import SessionStatus
@@ -54,7 +50,7 @@ Workers = list[WorkerOut]
 Tokens = list[TokenOut]
 
 
-class AsyncClient:
+class AsyncClient(AsyncSchedules):
     """The API's operations as coroutines, answered with the API's own models.
 
     ```python
@@ -409,100 +405,3 @@ class AsyncClient:
         await client.retry_webhook(hook.id)
         ```"""
         return await self._backend.retry_webhook(webhook_id)
-
-
-    # -- schedules ----------------------------------------------------------------------
-    async def schedules(self) -> ScheduleList:
-        """Every schedule with its next fire times and newest runs (`durable schedules
-        list --json`).
-
-        ```python
-        for s in (await client.schedules()).items:
-            print(s.name, s.cron, s.next_fire_ms[:1])
-        ```"""
-        return await self._backend.schedules()
-
-    async def schedule(self, name: str) -> ScheduleView:
-        """One schedule: definition, next fire times, recent runs (newest first).
-
-        ```python
-        runs = (await client.schedule("nightly")).recent_runs
-        ```"""
-        return await self._backend.schedule(name)
-
-    async def create_schedule(self, name: str, spec: SpecInput, *, cron: str,
-                              variables: Mapping[str, Any] | None = None,
-                              timezone: str | None = None, jitter_s: int | None = None,
-                              overlap: str | None = None,
-                              catchup_window_s: int | None = None,
-                              provider: str | None = None, paused: bool = False
-                              ) -> ScheduleView:
-        """Create a schedule: `spec` (kept as it is now) starts a session at every tick
-        of `cron`; `overlap` is skip, buffer_one, cancel_other or allow.
-
-        ```python
-        await client.create_schedule("nightly", Path("report.yaml"), cron="0 2 * * *",
-                                     timezone="Europe/Paris", variables={"team": "ops"})
-        ```"""
-        return await self._backend.create_schedule(_schedule_body(
-            spec, name=name, cron=cron, variables=dict(variables or {}), timezone=timezone,
-            jitter_s=jitter_s, overlap=overlap, catchup_window_s=catchup_window_s,
-            provider=provider, paused=paused))
-
-    async def update_schedule(self, name: str, *, spec: SpecInput | None = None,
-                              variables: Mapping[str, Any] | None = None,
-                              cron: str | None = None, timezone: str | None = None,
-                              jitter_s: int | None = None, overlap: str | None = None,
-                              catchup_window_s: int | None = None,
-                              provider: str | None = None) -> ScheduleView:
-        """Change a schedule: a new spec, variables over the stored ones, or timing.
-
-        ```python
-        await client.update_schedule("nightly", cron="0 3 * * *")
-        ```"""
-        return await self._backend.update_schedule(name, _schedule_body(
-            spec, variables=dict(variables) if variables is not None else None, cron=cron,
-            timezone=timezone, jitter_s=jitter_s, overlap=overlap,
-            catchup_window_s=catchup_window_s, provider=provider))
-
-    async def delete_schedule(self, name: str) -> None:
-        """Delete a schedule and its run history (its sessions stay).
-
-        ```python
-        await client.delete_schedule("nightly")
-        ```"""
-        await self._backend.delete_schedule(name)
-
-    async def pause_schedule(self, name: str) -> ScheduleView:
-        """Stop firing.
-
-        ```python
-        assert (await client.pause_schedule("nightly")).paused
-        ```"""
-        return await self._backend.schedule_action(name, "pause")
-
-    async def resume_schedule(self, name: str) -> ScheduleView:
-        """Fire again, from now (missed ticks are not caught up).
-
-        ```python
-        await client.resume_schedule("nightly")
-        ```"""
-        return await self._backend.schedule_action(name, "resume")
-
-    async def trigger_schedule(self, name: str) -> ScheduleRun:
-        """Start a run now, whatever the cron, pause or overlap policy say.
-
-        ```python
-        sid = (await client.trigger_schedule("nightly")).session_id
-        ```"""
-        return await self._backend.trigger_schedule(name)
-
-
-def _schedule_body(spec: SpecInput | None, **fields: Any) -> dict[str, Any]:
-    """A schedule request's JSON: the fields given (None: left out) and the spec."""
-    from strands_durable.client.wire import spec_body
-
-    body = {key: value for key, value in fields.items() if value is not None}
-    if spec is not None:
-        body["spec"] = spec_body(spec)
-    return body

@@ -52,13 +52,6 @@ from strands_durable.api.schemas_access import (
     TokenOut,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
-from strands_durable.api.schemas_schedules import (
-    ScheduleCreate,
-    ScheduleList,
-    ScheduleRun,
-    ScheduleUpdate,
-    ScheduleView,
-)
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.api.submission import Submitted, load_only, plan_submitted, with_webhook
 from strands_durable.client import wire
@@ -70,6 +63,7 @@ from strands_durable.client.errors import (
     ConnectionFailed,
     class_for,
 )
+from strands_durable.client.redis_schedules import RedisSchedules
 from strands_durable.metrics import render_api_metrics
 from strands_durable.models import SessionStatus, now_ms
 from strands_durable.sessions import access, control
@@ -162,8 +156,12 @@ def _generator_guard(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
     return guarded
 
 
+# The schedule operations answer Redis down as the others do.
+answering_redis_down(RedisSchedules)
+
+
 @answering_redis_down
-class RedisBackend:
+class RedisBackend(RedisSchedules):
     def __init__(self, settings: DurableSettings, store: Store) -> None:
         self.settings = settings
         self.store = store
@@ -376,60 +374,3 @@ class RedisBackend:
         from strands_durable.api.routes_webhooks import retry_outbox
 
         return await retry_outbox(self.store, self.settings, webhook_id, None)
-
-
-    # -- schedules (api/routes_schedules.py's operations) --------------------------------
-    async def schedules(self) -> ScheduleList:
-        from strands_durable.api.routes_schedules import all_schedules
-
-        return await all_schedules(self.store)
-
-    async def schedule(self, name: str) -> ScheduleView:
-        from strands_durable.scheduler.schedule_ops import schedule_view
-
-        return await schedule_view(self.store, _schedule_name(name))
-
-    async def create_schedule(self, body: dict[str, Any]) -> ScheduleView:
-        from strands_durable.api.routes_schedules import create_loaded, options_of, spec_work
-        from strands_durable.scheduler.schedule_ops import checked_options
-
-        request = checked(ScheduleCreate, body)
-        checked_options(options_of(request))
-        work = spec_work(request)
-        assert work is not None
-        loaded = await self._in_thread(load_only, work)
-        return await create_loaded(await self._prepared(), request, loaded)
-
-    async def update_schedule(self, name: str, body: dict[str, Any]) -> ScheduleView:
-        from strands_durable.api.routes_schedules import options_of, spec_work, update_loaded
-        from strands_durable.scheduler.schedule_ops import checked_options
-
-        request = checked(ScheduleUpdate, body)
-        checked_options(options_of(request), await self.store.get_schedule(_schedule_name(name)))
-        work = spec_work(request)
-        loaded = await self._in_thread(load_only, work) if work is not None else None
-        return await update_loaded(self.store, name, request, loaded)
-
-    async def delete_schedule(self, name: str) -> None:
-        await self.store.delete_schedule(_schedule_name(name))
-
-    async def schedule_action(self, name: str, action: str) -> ScheduleView:
-        from strands_durable.scheduler.schedule_ops import set_paused
-
-        return await set_paused(self.store, _schedule_name(name), action == "pause")
-
-    async def trigger_schedule(self, name: str) -> ScheduleRun:
-        from strands_durable.scheduler.schedule_ops import trigger_now
-
-        return await trigger_now(await self._prepared(), _schedule_name(name))
-
-
-def _schedule_name(name: str) -> str:
-    """The name checked as the API's path checks it (a 422 naming it)."""
-    from strands_durable.errors import InvalidId
-    from strands_durable.store.keys import check_schedule_name
-
-    try:
-        return check_schedule_name(name)
-    except InvalidId as exc:
-        raise ApiInvalidInput(exc.code, str(exc), 422, exc.details()) from None

@@ -23,11 +23,6 @@ from strands_durable.api.schemas import (
 )
 from strands_durable.api.schemas_access import AuditPage, TokenCreated
 from strands_durable.api.schemas_fleet import QueueOut
-from strands_durable.api.schemas_schedules import (
-    ScheduleList,
-    ScheduleRun,
-    ScheduleView,
-)
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client.aio import (
     DEFAULT_URL,
@@ -38,6 +33,7 @@ from strands_durable.client.aio import (
     Workers,
 )
 from strands_durable.client.http_backend import Verify
+from strands_durable.client.schedules import SyncSchedules
 from strands_durable.client.wire import SpecInput
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import CheckpointDetail
@@ -83,7 +79,7 @@ class _LoopThread:
         self.loop.close()
 
 
-class Client:
+class Client(SyncSchedules):
     """The blocking client: the same constructor, methods and answers as `AsyncClient`.
 
     ```python
@@ -265,51 +261,3 @@ class Client:
     def retry_webhook(self, webhook_id: str) -> WebhookRetried:
         """Deliver a webhook again now. `client.retry_webhook(hook.id)`"""
         return self._thread.run(self._async.retry_webhook(webhook_id))
-
-
-    # -- schedules ----------------------------------------------------------------------
-    def schedules(self) -> ScheduleList:
-        """Every schedule. `[s.name for s in client.schedules().items]`"""
-        return self._thread.run(self._async.schedules())
-
-    def schedule(self, name: str) -> ScheduleView:
-        """One schedule. `client.schedule("nightly").recent_runs`"""
-        return self._thread.run(self._async.schedule(name))
-
-    def create_schedule(self, name: str, spec: SpecInput, *, cron: str,
-                        variables: Mapping[str, Any] | None = None,
-                        timezone: str | None = None, jitter_s: int | None = None,
-                        overlap: str | None = None, catchup_window_s: int | None = None,
-                        provider: str | None = None, paused: bool = False) -> ScheduleView:
-        """Create a schedule. `client.create_schedule("n", Path("x.yaml"), cron="@daily")`"""
-        return self._thread.run(self._async.create_schedule(
-            name, spec, cron=cron, variables=variables, timezone=timezone, jitter_s=jitter_s,
-            overlap=overlap, catchup_window_s=catchup_window_s, provider=provider,
-            paused=paused))
-
-    def update_schedule(self, name: str, *, spec: SpecInput | None = None,
-                        variables: Mapping[str, Any] | None = None, cron: str | None = None,
-                        timezone: str | None = None, jitter_s: int | None = None,
-                        overlap: str | None = None, catchup_window_s: int | None = None,
-                        provider: str | None = None) -> ScheduleView:
-        """Change a schedule. `client.update_schedule("n", cron="0 3 * * *")`"""
-        return self._thread.run(self._async.update_schedule(
-            name, spec=spec, variables=variables, cron=cron, timezone=timezone,
-            jitter_s=jitter_s, overlap=overlap, catchup_window_s=catchup_window_s,
-            provider=provider))
-
-    def delete_schedule(self, name: str) -> None:
-        """Delete a schedule. `client.delete_schedule("nightly")`"""
-        self._thread.run(self._async.delete_schedule(name))
-
-    def pause_schedule(self, name: str) -> ScheduleView:
-        """Stop firing. `client.pause_schedule("nightly")`"""
-        return self._thread.run(self._async.pause_schedule(name))
-
-    def resume_schedule(self, name: str) -> ScheduleView:
-        """Fire again from now. `client.resume_schedule("nightly")`"""
-        return self._thread.run(self._async.resume_schedule(name))
-
-    def trigger_schedule(self, name: str) -> ScheduleRun:
-        """Start a run now. `client.trigger_schedule("nightly").session_id`"""
-        return self._thread.run(self._async.trigger_schedule(name))

@@ -88,9 +88,12 @@ def _show(view: ScheduleView, as_json: bool) -> None:
               f"({view.pattern_type}), cron {escape(view.cron)} {view.timezone}, "
               f"overlap {view.overlap}, jitter {view.jitter_s}s, catch-up "
               f"{view.catchup_window_s}s", highlight=False, soft_wrap=True)
-    out.print("next: " + (", ".join(_at(t) for t in view.next_fire_ms) or "-"),
-              highlight=False)
-    _runs_table(view.recent_runs)
+    out.print("next: " + (", ".join(_at(t) for t in view.next_fire_ms) or "- (paused)"),
+              highlight=False, soft_wrap=True)
+    if view.recent_runs:
+        _runs_table(view.recent_runs)
+    else:
+        out.print("no runs yet", highlight=False)
 
 
 def _runs_table(runs: list[ScheduleRun]) -> None:
