@@ -72,8 +72,8 @@ ROLE_OF: dict[str, Role] = {
     "create_schedule": Role.OPERATE, "update_schedule": Role.OPERATE,
     "delete_schedule": Role.OPERATE, "pause_schedule": Role.OPERATE,
     "resume_schedule": Role.OPERATE, "trigger_schedule": Role.OPERATE,
-    # the webhook outbox (api/routes_webhooks.py)
-    "list_webhooks": Role.OPERATE, "retry_webhook": Role.OPERATE,
+    # Not listed, so admin over every namespace: the webhook outbox (every namespace's
+    # deliveries: list_webhooks, retry_webhook), the fleet, tokens.
 }
 
 
