@@ -41,7 +41,7 @@ class WebhookReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 status = receiver.handle(body, {k.lower(): v for k, v in self.headers.items()})
                 self.send_response(status)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from redis.asyncio import Redis
 
-from strands_durable.errors import Conflict, InvalidInput, NotFound
+from strands_durable.errors import Conflict, InvalidId, NotFound
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str, dumps
 from strands_durable.store.keys import is_session_id
@@ -68,11 +68,10 @@ def webhook_id(session_id: str, event_id: str) -> str:
 
 
 def check_webhook_id(value: str) -> tuple[str, str]:
-    """(session id, event id) of a webhook id; InvalidInput naming the form otherwise."""
+    """(session id, event id) of a webhook id; InvalidId naming the form otherwise."""
     match = _ID.fullmatch(value) if isinstance(value, str) else None
     if match is None or not is_session_id(match.group(1)):
-        shown = value[:80] if isinstance(value, str) else type(value).__name__
-        raise InvalidInput(f"webhook id {shown!r} is not {ID_FORM}")
+        raise InvalidId("webhook id", value, ID_FORM)
     return match.group(1), match.group(2)
 
 

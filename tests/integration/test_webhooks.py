@@ -172,7 +172,7 @@ async def test_a_wrong_secret_is_refused_and_retried_then_dead_then_retried(
     entry = dead[0][0]
     assert entry.session_id == sid and entry.last_status == 401 and receiver.refused >= 1
     assert OTHER_SECRET not in entry.last_error
-    retried, was = await store.retry_webhook(entry.id, now_ms())
+    _retried, was = await store.retry_webhook(entry.id, now_ms())
     assert was == "dead" and (await store.webhook_entry(entry.id))[1] == "pending"
 
 

@@ -1,0 +1,176 @@
+"""The webhook outage drill (issue 30): a real `durable scheduler` and `arq` worker, a
+receiver (bench/webhook_receiver.py) that verifies every signature with the
+`standardwebhooks` reference and dedupes on webhook-id; sessions submitted with
+`durable submit --webhook` while the receiver is down for --outage-s, then it comes
+back. At the end: per event, the sessions' events, the entries the outbox recorded,
+the ids the receiver processed (once each), the repeats it dropped, the signatures it
+refused, and how long the backlog took to drain after the receiver came back.
+
+    python -m bench.webhook_outage                    # receiver down 5 minutes
+    python -m bench.webhook_outage --outage-s 20 --sessions 10
+
+Exit 0 when every event was processed exactly once and none was refused, 1 otherwise.
+tests/e2e/test_webhooks_e2e.py runs a short version of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from standardwebhooks.webhooks import Webhook
+
+from bench.procs import REPO, arq_bin, clean_env
+from bench.redis_server import free_port, start_redis
+from bench.webhook_receiver import WebhookReceiver
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SPEC = """version: 0
+name: outage-{n}
+runtime:
+  provider: scripted
+{failing}agents:
+  a: {{prompt: "You are a."}}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {{agent: a, input: "one"}}
+      - {{agent: a, input: "two"}}
+"""
+FAILING = "  failure_policy: {retries: 0}\n  script:\n    rules:\n      - {error: boom}\n"
+
+
+@dataclass
+class Drill:
+    outage_s: float
+    sessions: int
+    backoff_max_s: float
+    drain_timeout_s: float
+
+
+def env_for(redis_url: str, prefix: str, backoff_max_s: float) -> dict[str, str]:
+    return clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
+                     DURABLE_METRICS_PORT="0", DURABLE_WEBHOOK_ALLOW="127.0.0.1",
+                     DURABLE_WEBHOOK_SECRET=SECRET, DURABLE_WEBHOOK_BACKOFF_BASE_S="1",
+                     DURABLE_WEBHOOK_BACKOFF_MAX_S=str(backoff_max_s),
+                     DURABLE_WEBHOOK_SCAN_MS="200", DURABLE_TIMER_POLL_MS="100",
+                     DURABLE_CLAIM_IDLE_MS="2000")
+
+
+def submit(env: dict[str, str], spec: Path, url: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "strands_durable.api.cli", "submit",
+                           str(spec), "--webhook", url], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"durable submit exited {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout.strip()
+
+
+async def outbox_counts(settings: DurableSettings) -> tuple[dict[str, int], dict[str, int]]:
+    """The outbox's depth by state, and the most attempts a delivered entry took, by event."""
+    store = open_store(settings)
+    try:
+        most: dict[str, int] = {}
+        for entry, _state in await store.list_webhooks("delivered", 500):
+            key = f"session.{entry.event}"
+            most[key] = max(most.get(key, 0), entry.attempts)
+        return await store.webhook_depth(), most
+    finally:
+        await store.close()
+
+
+def run(drill: Drill, workdir: Path) -> int:
+    redis = start_redis()
+    receiver = WebhookReceiver(free_port(), lambda b, h: Webhook(SECRET).verify(b, h))
+    env = env_for(redis.url, "outage", drill.backoff_max_s)
+    settings = DurableSettings(redis_url=redis.url, key_prefix="outage")
+    logs = [(workdir / n).open("wb") for n in ("scheduler.log", "worker.log")]
+    procs = [subprocess.Popen([sys.executable, "-m", "strands_durable.api.cli", "scheduler"],
+                              cwd=REPO, env=env, stdout=logs[0], stderr=subprocess.STDOUT),
+             subprocess.Popen([*arq_bin(), "strands_durable.worker.WorkerSettings"], cwd=REPO,
+                              env=env, stdout=logs[1], stderr=subprocess.STDOUT)]
+    try:
+        expected = drive(drill, env, receiver, workdir)
+        came_back = time.monotonic()
+        receiver.start()
+        deadline = came_back + drill.drain_timeout_s
+        while len(receiver.processed) < sum(expected.values()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        drained = time.monotonic() - came_back
+        counts, most = asyncio.run(outbox_counts(settings))
+        return report(expected, receiver, counts, most, drained, drill)
+    finally:
+        receiver.stop()
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        redis.stop()
+
+
+def drive(drill: Drill, env: dict[str, str], receiver: WebhookReceiver, workdir: Path
+          ) -> dict[str, int]:
+    """Submit the sessions through the outage (every third one fails); the events each
+    should produce, by type."""
+    expected = {"session.completed": 0, "session.failed": 0}
+    started = time.monotonic()
+    gap = drill.outage_s / max(drill.sessions, 1)
+    for n in range(drill.sessions):
+        failing = n % 3 == 2
+        spec = workdir / f"spec-{n}.yaml"
+        spec.write_text(SPEC.format(n=n, failing=FAILING if failing else ""))
+        submit(env, spec, receiver.url)
+        expected["session.failed" if failing else "session.completed"] += 1
+        time.sleep(max(0.0, started + (n + 1) * gap - time.monotonic()))
+    time.sleep(max(0.0, started + drill.outage_s - time.monotonic()))
+    return expected
+
+
+def report(expected: dict[str, int], receiver: WebhookReceiver, counts: dict[str, int],
+           most: dict[str, int], drained: float, drill: Drill) -> int:
+    got: dict[str, int] = {}
+    for r in receiver.processed.values():
+        got[r.event] = got.get(r.event, 0) + 1
+    print(f"receiver down {drill.outage_s:g} s, {drill.sessions} sessions, backoff 1 s "
+          f"doubling to {drill.backoff_max_s:g} s")
+    print("| event | sessions | processed once | most attempts | repeats dropped | refused |")
+    print("|---|---|---|---|---|---|")
+    for event, n in expected.items():
+        print(f"| {event} | {n} | {got.get(event, 0)} | {most.get(event, 0)} | - | - |")
+    print(f"| all | {sum(expected.values())} | {len(receiver.processed)} | "
+          f"{max(most.values(), default=0)} | {receiver.repeats} | {receiver.refused} |")
+    print(f"requests received {receiver.requests}; backlog drained {drained:.1f} s after "
+          f"the receiver came back; outbox now {counts}")
+    ok = (got == {k: v for k, v in expected.items() if v} and receiver.refused == 0
+          and counts["pending"] == counts["in_flight"] == counts["dead"] == 0)
+    print("every event processed exactly once" if ok else "MISSING OR EXTRA EVENTS")
+    return 0 if ok else 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outage-s", type=float, default=300.0)
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--backoff-max-s", type=float, default=30.0)
+    parser.add_argument("--drain-timeout-s", type=float, default=180.0)
+    a = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="webhook-outage-") as tmp:
+        code = run(Drill(a.outage_s, a.sessions, a.backoff_max_s, a.drain_timeout_s),
+                   Path(tmp))
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
