@@ -185,7 +185,7 @@ async def _tick_table(store: Store, created_ms: int, until_ms: int) -> DrillResu
 
 
 async def run_drill(redis_url: str, logdir: Path, *, seconds: float, kill_every_s: float,
-                    cron: str, replicas: int = 3, lock_ttl_ms: int = 2_000,
+                    cron: str, replicas: int = 3, lock_ttl_ms: int = 10_000,
                     prefix: str | None = None) -> DrillResult:
     prefix = prefix or f"drill{int(time.time())}"
     settings = DurableSettings(redis_url=redis_url, key_prefix=prefix)
@@ -229,6 +229,9 @@ def main() -> int:
     parser.add_argument("--kill-every", type=float, default=20)
     parser.add_argument("--cron", default="* * * * * */10")
     parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--lock-ttl-ms", type=int, default=10_000,
+                        help="DURABLE_SCHEDULER_LOCK_TTL_MS: how long a dead leader's lock "
+                        "holds the standbys off (default 10000, the setting's default)")
     parser.add_argument("--redis-url")
     args = parser.parse_args()
     server = None if args.redis_url else start_redis()
@@ -237,7 +240,8 @@ def main() -> int:
     try:
         result = asyncio.run(run_drill(url, logdir, seconds=args.seconds,
                                        kill_every_s=args.kill_every, cron=args.cron,
-                                       replicas=args.replicas))
+                                       replicas=args.replicas,
+                                       lock_ttl_ms=args.lock_ttl_ms))
     except RuntimeError as exc:
         print(f"drill failed: {exc} (logs in {logdir})", file=sys.stderr)
         return 2

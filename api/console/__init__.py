@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from strands_durable.api.console import docs, pages, session
+from strands_durable.api.console import docs, pages, schedules_page, session
 from strands_durable.api.console.common import STATIC
 
 
@@ -20,3 +20,4 @@ def install(app: FastAPI) -> None:
     app.include_router(docs.router)
     app.include_router(pages.router)
     app.include_router(session.router)
+    app.include_router(schedules_page.router)

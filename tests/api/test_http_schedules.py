@@ -167,3 +167,22 @@ async def test_both_clients_manage_schedules(app: FastAPI, settings: DurableSett
                 await client.schedule("a:b")
         await http.aclose()
         await redis.aclose()
+
+
+
+async def test_the_console_lists_schedules_escaped(authed: FastAPI) -> None:
+    async with asgi_client(authed, token=TOKEN) as api:
+        hostile = SPEC.format(name="report").replace("name: report",
+                                                     "name: \"<script>alert(1)</script>\"")
+        r = await api.post("/v1/schedules", json={**body(), "spec": hostile})
+        assert r.status_code == 201, r.text
+        sid = (await api.post("/v1/schedules/hourly/trigger")).json()["session_id"]
+    async with asgi_client(authed) as browser:
+        browser.headers["accept"] = "text/html"
+        signed = await browser.post("/ui/login", data={"token": TOKEN, "next": "/ui"})
+        assert signed.status_code == 303
+        page = await browser.get("/ui/schedules")
+    assert page.status_code == 200 and "hourly" in page.text and "0 * * * *" in page.text
+    assert f"/ui/sessions/{sid}" in page.text
+    assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
+    assert 'href="/ui/schedules"' in page.text  # in the console's navigation
