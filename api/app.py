@@ -21,6 +21,7 @@ from strands_durable.api import (
     routes_schedules,
     routes_sessions,
     routes_system,
+    routes_transfer,
     routes_webhooks,
 )
 from strands_durable.api.auth import require_token
@@ -66,10 +67,13 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.state.render_stage = render_stage
     app.state.prepared = False
     errors.install(app)
-    app.add_middleware(BodyLimit)
+    # An import's body is a whole session: its own, larger, limit.
+    app.add_middleware(BodyLimit, larger={routes_transfer.IMPORT_PATH: settings.max_import_bytes})
     authed = [Depends(require_token)]
     # BodyLimit answers 413 before any route runs, so every route may answer it.
     responses = error_responses(401, 403, 404, 413, 422, 429, 503)
+    app.include_router(routes_transfer.router, dependencies=authed,
+                       responses={**responses, **error_responses(409)})
     app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
     app.include_router(routes_control.router, dependencies=authed, responses=responses)
     app.include_router(routes_ops.router, dependencies=authed, responses=responses)

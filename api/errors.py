@@ -35,12 +35,13 @@ ERROR_CODES: tuple[str, ...] = (
     "redis_unavailable", "internal_error",
     # the domain errors, by kind: invalid input (422)
     "invalid_input", "invalid_id", "invalid_spec", "invalid_token_request", "template_error",
-    "invalid_artifact_path", "invalid_schedule", "invalid_webhook",
+    "invalid_artifact_path", "invalid_schedule", "invalid_webhook", "invalid_export",
     # not found (404)
     "not_found", "session_not_found", "checkpoint_not_found", "token_not_found",
     "schedule_not_found", "webhook_not_found",
     # conflict (409)
-    "conflict", "invalid_transition", "idempotency_key_reused", "nothing_to_resume",
+    "conflict", "invalid_transition", "quota_exceeded", "idempotency_key_reused",
+    "nothing_to_resume", "session_exists",
     "nothing_to_requeue", "fork_refused", "session_busy", "session_running", "lock_lost",
     "lease_lost", "schedule_exists",
     # unavailable (503)

@@ -25,17 +25,20 @@ def too_large(what: str, size: int | None, limit: int) -> dict[str, Any]:
 class BodyLimit:
     """Pure ASGI middleware: buffer the body up to `limit` bytes, answer 413 past it."""
 
-    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES,
+                 larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.larger = larger or {}  # path -> its own limit (a session import's)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.limit)
         declared = _content_length(scope)
-        if declared is not None and declared > self.limit:
-            await _reply(send, 413, too_large("the request body", declared, self.limit))
+        if declared is not None and declared > limit:
+            await _reply(send, 413, too_large("the request body", declared, limit))
             return
         chunks: list[bytes] = []
         size = 0
@@ -45,8 +48,8 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limit:
-                await _reply(send, 413, too_large("the request body", None, self.limit))
+            if size > limit:
+                await _reply(send, 413, too_large("the request body", None, limit))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -385,6 +385,7 @@ OPERATION_IDS = {
     "metrics": "getMetrics", "workers": "listWorkers", "queue": "getQueue",
     "list_tokens": "listTokens", "create_token": "createToken", "revoke_token": "revokeToken",
     "audit": "listAudit",
+    "export_session": "exportSession", "import_session": "importSession",
     "list_webhooks": "listWebhooks", "retry_webhook": "retryWebhook",
     "list_schedules": "listSchedules", "get_schedule": "getSchedule",
     "create_schedule": "createSchedule", "update_schedule": "updateSchedule",

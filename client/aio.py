@@ -34,6 +34,7 @@ from strands_durable.client.backend import Backend, Changes, ListFilter, Submiss
 from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
 from strands_durable.client.schedules import AsyncSchedules
+from strands_durable.client.transfer import TransferMethods
 from strands_durable.client.wire import SpecInput
 from strands_durable.errors import InvalidInput
 from strands_durable.models import SessionStatus
@@ -50,7 +51,7 @@ Workers = list[WorkerOut]
 Tokens = list[TokenOut]
 
 
-class AsyncClient(AsyncSchedules):
+class AsyncClient(AsyncSchedules, TransferMethods):
     """The API's operations as coroutines, answered with the API's own models.
 
     ```python

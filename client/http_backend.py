@@ -41,6 +41,7 @@ from strands_durable.api.schemas_schedules import (
     ScheduleRun,
     ScheduleView,
 )
+from strands_durable.api.schemas_transfer import ImportedOut, SessionExport
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.client import wire
 from strands_durable.client.backend import Changes, ListFilter, Submission
@@ -210,6 +211,16 @@ class HttpBackend:
     async def checkpoint(self, session_id: str, n: int) -> CheckpointDetail:
         return await self.typed(wire.Call(
             "GET", wire.session_path(session_id, "checkpoints", str(n))), CheckpointDetail)
+
+    async def export_session(self, session_id: str) -> SessionExport:
+        return await self.typed(wire.Call("GET", wire.session_path(session_id, "export")),
+                                SessionExport)
+
+    async def import_session(self, document: SessionExport, new_id: bool) -> ImportedOut:
+        # Not idempotent: a retry after a lost answer would be refused as existing.
+        return await self.typed(wire.Call(
+            "POST", "/v1/sessions/import", params={"new_id": "true"} if new_id else {},
+            body=document.model_dump(mode="json"), idempotent=False), ImportedOut)
 
     async def health(self) -> Health:
         try:

@@ -52,6 +52,7 @@ from strands_durable.api.schemas_access import (
     TokenOut,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
+from strands_durable.api.schemas_transfer import ImportedOut, SessionExport
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
 from strands_durable.api.submission import Submitted, load_only, plan_submitted, with_webhook
 from strands_durable.client import wire
@@ -66,7 +67,7 @@ from strands_durable.client.errors import (
 from strands_durable.client.redis_schedules import RedisSchedules
 from strands_durable.metrics import render_api_metrics
 from strands_durable.models import SessionStatus, now_ms
-from strands_durable.sessions import access, control
+from strands_durable.sessions import access, control, transfer
 from strands_durable.sessions.checkpoints import (
     CheckpointDetail,
     fork_from_checkpoint,
@@ -76,6 +77,7 @@ from strands_durable.sessions.checkpoints import (
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import Idle, event_doc, event_docs, follow_events
 from strands_durable.sessions.live import LiveEntry, LiveFollowers
+from strands_durable.sessions.quotas import create_within_quota
 from strands_durable.sessions.requeue import requeue as do_requeue
 from strands_durable.sessions.start import with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
@@ -205,7 +207,7 @@ class RedisBackend(RedisSchedules):
         store = await self._prepared()
         planned = with_webhook(with_priority(planned, body.priority), body.webhook,
                                self.settings.webhook_allow_list)
-        sid, created = await store.create_session(planned)
+        sid, created = await create_within_quota(store, planned)
         record = await store.get_session(sid)
         return SubmitResponse(session_id=sid, status=record.status, created=created)
 
@@ -320,6 +322,14 @@ class RedisBackend(RedisSchedules):
 
     async def checkpoint(self, session_id: str, n: int) -> CheckpointDetail:
         return await get_checkpoint(self.store, session_id, n)
+
+    async def export_session(self, session_id: str) -> SessionExport:
+        return await transfer.export_session(self.store, session_id)
+
+    async def import_session(self, document: SessionExport, new_id: bool) -> ImportedOut:
+        imported = await transfer.import_session(await self._prepared(), document,
+                                                 new_id=new_id)
+        return ImportedOut(**imported.__dict__)
 
     async def health(self) -> Health:
         window_s = liveness_window_s(self.settings.heartbeat_s)

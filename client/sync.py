@@ -34,6 +34,7 @@ from strands_durable.client.aio import (
 )
 from strands_durable.client.http_backend import Verify
 from strands_durable.client.schedules import SyncSchedules
+from strands_durable.client.transfer import SyncTransferMethods
 from strands_durable.client.wire import SpecInput
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import CheckpointDetail
@@ -79,7 +80,7 @@ class _LoopThread:
         self.loop.close()
 
 
-class Client(SyncSchedules):
+class Client(SyncSchedules, SyncTransferMethods):
     """The blocking client: the same constructor, methods and answers as `AsyncClient`.
 
     ```python

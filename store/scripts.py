@@ -19,11 +19,12 @@ from strands_durable.store.script_gate import GateScripts
 from strands_durable.store.script_library import IndexKeys, flat, script_source
 from strands_durable.store.script_operator import OperatorScripts
 from strands_durable.store.script_step import StepScripts
+from strands_durable.store.script_transfer import TransferScripts
 
 __all__ = ["IndexKeys", "Scripts", "flat", "script_source"]
 
 
-class Scripts(StepScripts, GateScripts, OperatorScripts, CapacityScripts):
+class Scripts(StepScripts, GateScripts, OperatorScripts, CapacityScripts, TransferScripts):
     @classmethod
     def register(cls, redis: Redis) -> Scripts:
         return cls(redis)

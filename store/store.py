@@ -22,6 +22,7 @@ from strands_durable.store import format_version
 from strands_durable.store.access import AccessOps
 from strands_durable.store.capacity import CapacityOps
 from strands_durable.store.codec import JSON_SEPARATORS, dumps
+from strands_durable.store.export import TransferOps
 from strands_durable.store.failover import FailoverOps
 from strands_durable.store.fleet_reads import FleetReads
 from strands_durable.store.index_reads import IndexReads
@@ -65,7 +66,8 @@ class ShardCountChanged(ConfigError):
 
 
 class Store(StepPath, StreamReads, SessionReads, OperatorWrites, IndexReads, FleetReads,
-            FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps, WebhookOps):
+            FailoverOps, CapacityOps, LiveOps, AccessOps, ScheduleOps, WebhookOps,
+            TransferOps):
     async def prepare(self) -> None:
         """Check the shard count against what this Redis was set up with, and the data
         format (store/format_version.py: stamp, upgrade or refuse); create groups. Both

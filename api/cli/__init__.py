@@ -19,6 +19,7 @@ from strands_durable.api.cli import (
     schedules,
     serve,
     sessions,
+    transfer,
     upgrade,
     validate,
     views,
@@ -28,8 +29,8 @@ from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, upgrade,
-                    validate, views, webhooks)
+_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, transfer,
+                    upgrade, validate, views, webhooks)
 
 
 def main() -> None:

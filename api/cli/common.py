@@ -43,6 +43,7 @@ from strands_durable.spec.loader import (
 )
 from strands_durable.spec.script import ScriptConfig
 from strands_durable.store.connect import open_store, session_settings
+from strands_durable.store.export import SessionExists
 from strands_durable.store.format_version import DataFormatTooNew, DataFormatUpgradeNeeded
 from strands_durable.store.keys import check_session_id
 from strands_durable.store.outage import REDIS_DOWN
@@ -232,7 +233,7 @@ def exit_for(exc: DurableError) -> int:
     value, the Redis URL, an idempotency key reused for another request: all documented
     as exit 2) is a usage error; anything else failed (exit 1)."""
     usage = (InvalidInput, RedisUrlError, IdempotencyConflict, ShardCountChanged,
-             DataFormatTooNew, DataFormatUpgradeNeeded)
+             DataFormatTooNew, DataFormatUpgradeNeeded, SessionExists)
     return EXIT_USAGE if isinstance(exc, usage) else EXIT_FAILED
 
 

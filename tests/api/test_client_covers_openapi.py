@@ -25,6 +25,7 @@ CLIENT_METHODS = {
     "deleteSchedule": "delete_schedule", "pauseSchedule": "pause_schedule",
     "resumeSchedule": "resume_schedule", "triggerSchedule": "trigger_schedule",
     "listWebhooks": "webhooks", "retryWebhook": "retry_webhook",
+    "exportSession": "export_session", "importSession": "import_session",
 }
 # Routes for people, not programs: the console and its documentation pages.
 NOT_FOR_CLIENTS = ("/ui", "/docs", "/redoc", "/openapi.json")

@@ -32,7 +32,7 @@ def test_the_route_table_is_complete() -> None:
     assert {("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/metrics"),
             ("POST", "/v1/sessions"), ("DELETE", f"/v1/sessions/{UNKNOWN}"),
             ("POST", f"/v1/sessions/{UNKNOWN}/signal")} <= routes
-    assert len(routes) == 35
+    assert len(routes) == 37
 
 
 @pytest.fixture

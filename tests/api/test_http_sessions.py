@@ -195,6 +195,7 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/sessions/{session_id}/requeue": {"post"},
         "/v1/sessions/{session_id}/checkpoints": {"get"},
         "/v1/sessions/{session_id}/checkpoints/{n}": {"get"},
+        "/v1/sessions/{session_id}/export": {"get"}, "/v1/sessions/import": {"post"},
         "/v1/workers": {"get"},
         "/v1/queue": {"get"},
         "/v1/tokens": {"get", "post"}, "/v1/tokens/{token_id}": {"delete"},

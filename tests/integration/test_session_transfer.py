@@ -1,0 +1,155 @@
+"""Sessions that move (sessions/transfer.py): each of the seven patterns exported
+mid-session (running, with a step in flight; and paused) and completed, imported into
+another keyspace of a real redis-server with its own worker, and finished there with the
+same results as the run that was never moved."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import StepBreakpoints, quick_settings, random_prefix, wait_for
+from pattern_specs import CASES
+
+from strands_durable.models import SessionStatus
+from strands_durable.sessions.control import pause, resume
+from strands_durable.sessions.start import start_session
+from strands_durable.sessions.transfer import (
+    export_session,
+    export_text,
+    import_session,
+    parse_export,
+)
+from strands_durable.settings import DurableSettings
+from strands_durable.store.connect import open_store
+from strands_durable.store.export import SessionExists
+from strands_durable.store.store import Store
+from strands_durable.worker.consumer import StepConsumer
+
+pytestmark = pytest.mark.integration
+MAX = 64 * 1024 * 1024
+
+
+@dataclass
+class Deployment:
+    """A keyspace of its own (prefix) with its own in-process worker."""
+
+    store: Store
+    consumer: StepConsumer
+    breakpoints: StepBreakpoints
+
+
+async def deployment(settings: DurableSettings) -> Deployment:
+    store = open_store(settings)
+    await store.prepare()
+    consumer = StepConsumer(settings, store)
+    await consumer.start()
+    return Deployment(store, consumer, StepBreakpoints(Path(settings.breakpoint_dir)))
+
+
+@pytest.fixture
+async def fleets(settings: DurableSettings, tmp_path: Path
+                 ) -> AsyncIterator[tuple[Deployment, Deployment]]:
+    other = quick_settings(settings.redis_url, random_prefix(), tmp_path / "importer")
+    a, b = await deployment(settings), await deployment(other)
+    yield a, b
+    for d in (a, b):
+        for bp in d.breakpoints.directory.glob("*"):
+            bp.unlink()
+        await d.consumer.stop(grace_s=0)
+        await d.store.close()
+
+
+async def finished(store: Store, sid: str) -> bool:
+    return (await store.get_session(sid)).status in (SessionStatus.COMPLETED,
+                                                     SessionStatus.FAILED)
+
+
+async def outcome(store: Store, sid: str) -> tuple[str, dict[str, str], str, dict[str, str]]:
+    """What a run ends with: status, each step's response, pattern_state, artifacts."""
+    await wait_for(lambda: finished(store, sid), timeout_s=120, what="the session's end")
+    record = await store.get_session(sid)
+    responses = {r.key: r.response for r in await store.results(sid)}
+    state = await store.redis.hget(store.keys.meta(sid), "state")
+    return record.status.value, responses, state or "", await store.artifacts(sid)
+
+
+async def moved(doc_text: str, to: Store, **kwargs: object) -> str:
+    """Through the document's text, as `durable export > f; durable import f` moves it."""
+    imported = await import_session(to, parse_export(doc_text, MAX), **kwargs)  # type: ignore[arg-type]
+    return imported.session_id
+
+
+async def reference(a: Deployment, name: str) -> tuple[str, tuple[str, ...]]:
+    """An uninterrupted run's session and its steps in commit order."""
+    sid, _ = await start_session(a.store, CASES[name].load())
+    await outcome(a.store, sid)
+    order = tuple(await a.store.redis.lrange(a.store.keys.order(sid), 0, -1))
+    return sid, order
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+async def test_a_session_moved_mid_run_finishes_as_it_would_have(
+        fleets: tuple[Deployment, Deployment], name: str) -> None:
+    a, b = fleets
+    ref, order = await reference(a, name)
+    expected = await outcome(a.store, ref)
+    assert len(order) >= 2, order
+    loaded = CASES[name].load()
+    workflow, held_step = loaded.spec.name, order[1]
+
+    # Running: held at its second step's model call, that step's entry pending.
+    a.breakpoints.set(workflow, held_step)
+    sid, _ = await start_session(a.store, loaded)
+    await a.breakpoints.wait(workflow, held_step)
+    doc = await export_session(a.store, sid)
+    assert doc.meta["status"] == "running" and doc.results and doc.queued
+    moved_sid = await moved(export_text(doc), b.store)
+    assert moved_sid == sid
+    assert await outcome(b.store, sid) == expected
+
+    # Paused: stays paused where it lands, and finishes once resumed there.
+    sid2, _ = await start_session(a.store, loaded)
+    await a.breakpoints.wait(workflow, held_step, n=2)
+    await pause(a.store, sid2)
+    doc2 = await export_session(a.store, sid2)
+    await moved(export_text(doc2), b.store)
+    await wait_for(lambda: _held(b.store, sid2), what="the importer to hold the queued job")
+    assert (await b.store.get_session(sid2)).status == SessionStatus.PAUSED
+    await resume(b.store, sid2)
+    assert await outcome(b.store, sid2) == expected
+
+    # Completed: the same document again is refused; under a new id it is a copy.
+    with pytest.raises(SessionExists):
+        await moved(export_text(doc2), b.store)
+    done = await export_session(a.store, ref)
+    copy = await moved(export_text(done), b.store, new_id=True)
+    assert copy != ref and await outcome(b.store, copy) == expected
+    a.breakpoints.clear(workflow, held_step)
+
+
+async def _held(store: Store, sid: str) -> bool:
+    return bool(await store.redis.llen(store.keys.held(sid)))
+
+
+async def test_the_document_carries_every_part(fleets: tuple[Deployment, Deployment]) -> None:
+    a, b = fleets
+    sid, _ = await reference(a, "evaluator_optimizer")
+    doc = await export_session(a.store, sid)
+    text = export_text(doc)
+    parsed = json.loads(text)
+    assert parsed["kind"] == "strands-durable/session" and parsed["format"] == 1
+    assert parsed["session_id"] == sid and parsed["meta"]["status"] == "completed"
+    assert doc.events and doc.checkpoints and doc.conversations and doc.artifacts
+    await moved(text, b.store)
+    again = await export_session(b.store, sid)
+    same = ("meta", "results", "order", "events", "conversations", "checkpoints",
+            "artifacts", "failed", "held")
+    assert {k: getattr(again, k) for k in same if k != "meta"} == \
+           {k: getattr(doc, k) for k in same if k != "meta"}
+    assert {k: v for k, v in again.meta.items() if k != "idempotency_key"} == \
+           {k: v for k, v in doc.meta.items() if k != "idempotency_key"}
+    assert await b.store.index_score(0, SessionStatus.COMPLETED, sid) is not None
