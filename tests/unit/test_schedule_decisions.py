@@ -200,7 +200,7 @@ def test_overlap_and_seconds_are_checked() -> None:
     with pytest.raises(InvalidSchedule, match="--jitter"):
         check_seconds("--jitter", -1, 0, 3600)
     with pytest.raises(InvalidSchedule, match="--jitter"):
-        check_seconds("--jitter", True, 0, 3600)  # type: ignore[arg-type]
+        check_seconds("--jitter", True, 0, 3600)
 
 
 @pytest.mark.parametrize("name", ["", "-x", "a b", "a:b", "a{b}", "x" * 65, "é", "a\n"])
