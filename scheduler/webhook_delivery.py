@@ -17,7 +17,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -34,8 +34,10 @@ from strands_durable.webhooks import backoff_ms, sign
 
 log = logging.getLogger("durable.webhooks")
 
-CLAIM_BATCH = 50  # entries leased per shard and round
 MAX_CONCURRENT = 16  # requests in flight at once
+# Entries leased per shard and round: as many as go out at once, so each one's lease
+# (DURABLE_WEBHOOK_LEASE_S) runs from about when its attempt starts.
+CLAIM_BATCH = MAX_CONCURRENT
 MAX_ERROR_CHARS = 300
 USER_AGENT = "strands-durable-webhooks"
 
@@ -77,6 +79,10 @@ class WebhookService:
 
     def __init__(self, store: Store, settings: DurableSettings,
                  transport: TransportFactory | None) -> None:
+        if settings.webhook_lease_s <= settings.webhook_timeout_s:
+            raise ValueError(f"DURABLE_WEBHOOK_LEASE_S ({settings.webhook_lease_s:g}) must "
+                             f"exceed DURABLE_WEBHOOK_TIMEOUT_S ({settings.webhook_timeout_s:g})"
+                             ": an attempt's lease would lapse while it runs")
         self.store = store
         self.settings = settings
         self.finder = WebhookFinder(store, settings, fleet_subscription(settings))
@@ -89,36 +95,46 @@ class WebhookService:
 
     async def run(self, stopping: asyncio.Event, leading: Callable[[], bool],
                   on_outage: Callable[[BaseException], None]) -> None:
+        """Finding and delivering in two loops: a slow receiver never delays the finding."""
         client = (httpx.AsyncClient(transport=self.transport(), trust_env=False,
                                     follow_redirects=False)
                   if self.transport is not None else None)
-        try:
-            while not stopping.is_set():
+
+        async def find() -> None:
+            await self.finder.round(now_ms())
+            metrics.outbox_depth(await self.store.webhook_depth())
+            self.rounds += 1
+
+        async def deliver() -> None:
+            assert client is not None
+            for shard in range(self.store.keys.shards):
                 if leading():
-                    try:
-                        await self.round(client, leading)
-                        self.rounds += 1
-                    except REDIS_DOWN_IN_LOOP as exc:
-                        on_outage(exc)
-                    except Exception:
-                        log.exception("webhooks: round failed")
-                else:
-                    metrics.outbox_depth({})
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), self.settings.webhook_scan_ms / 1000)
+                    await self.deliver_shard(client, shard)
+
+        loops = [self._every(find, stopping, leading, on_outage)]
+        if client is not None:
+            loops.append(self._every(deliver, stopping, leading, on_outage))
+        try:
+            await asyncio.gather(*loops)
         finally:
             if client is not None:
                 await client.aclose()
 
-    async def round(self, client: httpx.AsyncClient | None,
-                    leading: Callable[[], bool] = lambda: True) -> None:
-        await self.finder.round(now_ms())
-        if client is not None:
-            for shard in range(self.store.keys.shards):
-                if not leading():
-                    break
-                await self.deliver_shard(client, shard)
-        metrics.outbox_depth(await self.store.webhook_depth())
+    async def _every(self, work: Callable[[], Awaitable[None]], stopping: asyncio.Event,
+                     leading: Callable[[], bool],
+                     on_outage: Callable[[BaseException], None]) -> None:
+        while not stopping.is_set():
+            if leading():
+                try:
+                    await work()
+                except REDIS_DOWN_IN_LOOP as exc:
+                    on_outage(exc)
+                except Exception:
+                    log.exception("webhooks: round failed")
+            else:
+                metrics.outbox_depth({})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self.settings.webhook_scan_ms / 1000)
 
     async def deliver_shard(self, client: httpx.AsyncClient, shard: int) -> int:
         now = now_ms()

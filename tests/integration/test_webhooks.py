@@ -12,9 +12,11 @@ from dataclasses import replace
 
 import pytest
 from helpers import free_port, wait_for
+from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook
 
 from bench.webhook_receiver import WebhookReceiver
+from strands_durable.errors import ConfigError
 from strands_durable.models import now_ms
 from strands_durable.scheduler.service import SchedulerService
 from strands_durable.scheduler.webhook_delivery import TransportFactory
@@ -61,7 +63,7 @@ def hooked(settings: DurableSettings) -> DurableSettings:
         "scheduler_lock_ttl_ms": 600, "metrics_port": 0, "webhook_scan_ms": 50,
         "webhook_allow": "127.0.0.1", "webhook_secret": SECRET,
         "webhook_backoff_base_s": 0.2, "webhook_backoff_max_s": 1.0,
-        "webhook_lease_s": 5.0, "webhook_timeout_s": 5.0})
+        "webhook_lease_s": 10.0, "webhook_timeout_s": 5.0})
 
 
 @pytest.fixture
@@ -110,6 +112,7 @@ async def submit(store: Store, url: str, text: str, **sub: object) -> str:
 
 async def test_a_completed_session_is_delivered_once_signed(
         hooked: DurableSettings, store: Store, receiver: WebhookReceiver) -> None:
+    before = REGISTRY.get_sample_value("durable_webhooks_delivered_total") or 0
     async with scheduler(hooked), worker(hooked, store):
         sid = await submit(store, receiver.url, spec())
         entries = await wait_for(lambda: store.list_webhooks("delivered", 10), 60,
@@ -119,6 +122,8 @@ async def test_a_completed_session_is_delivered_once_signed(
     entry = entries[0][0]
     assert entry.id.startswith(f"msg_{sid}_") and entry.attempts == 1
     assert receiver.refused == 0 and receiver.repeats == 0
+    assert REGISTRY.get_sample_value("durable_webhooks_delivered_total") == before + 1
+    assert REGISTRY.get_sample_value("durable_webhook_outbox", {"state": "pending"}) == 0
 
 
 async def test_each_status_event_and_the_filter(
@@ -190,6 +195,12 @@ async def test_two_leaders_recording_one_session_record_each_event_once(
     assert await a.visit(sid, "completed", score + 1, now_ms()) == 0  # the cursor moved on
     depth = await store.webhook_depth()
     assert depth["pending"] == 1
+    with pytest.raises(ConfigError, match="DURABLE_WEBHOOK_LEASE_S"):
+        SchedulerService(hooked.model_copy(update={"webhook_lease_s": 4.0}), store)
+    with pytest.raises(ConfigError, match="DURABLE_WEBHOOK_URL") as refused:
+        SchedulerService(hooked.model_copy(update={"webhook_url": "http://10.9.9.9/",
+                                                   "webhook_allow": ""}), store)
+    assert SECRET not in str(refused.value)
 
 
 async def test_a_lapsed_lease_is_claimed_again_and_a_stale_settle_is_refused(
