@@ -44,6 +44,7 @@ from strands_durable.api.submission import Submitted, plan_submitted, with_webho
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import event_docs
+from strands_durable.sessions.quotas import QuotaExceeded, create_within_quota
 from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 
@@ -82,7 +83,11 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     planned = in_namespace(with_priority(planned, body.priority), namespace_of(request))
     planned = with_webhook(planned, body.webhook, settings.webhook_allow_list)
     await ensure_prepared(request.app)
-    sid, created = await store.create_session(planned)
+    try:
+        sid, created = await create_within_quota(store, planned)
+    except QuotaExceeded as exc:
+        raise ApiError(429, exc.code, str(exc), exc.details(),
+                       headers={"Retry-After": "30"}) from None
     record = await store.get_session(sid)
     if created:
         await audit(request, "submit", sid, planned.workflow_name)

@@ -165,3 +165,17 @@ class AuditEntry(BaseModel):
     namespace: str = DEFAULT_NAMESPACE
     source: str = ""  # the client's address (HTTP) or `cli`
     detail: str = ""
+
+
+MAX_QUOTA_SESSIONS = 100_000
+QUEUED_FOR_QUOTA = "waiting for its namespace's quota of running sessions"
+
+
+class NamespaceQuota(BaseModel):
+    """A namespace's limit: sessions not yet ended (running or paused) at once. Over it,
+    a submit is refused (`refuse`, a 429) or its session waits paused until another
+    ends (`queue`)."""
+
+    namespace: str
+    running_sessions: int = Field(ge=1, le=MAX_QUOTA_SESSIONS)
+    over: str = Field(default="refuse", pattern="^(refuse|queue)$")

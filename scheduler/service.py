@@ -46,6 +46,7 @@ from strands_durable.scheduler.schedule_clock import ScheduleClock
 from strands_durable.scheduler.watchdog import DurationGuard, StuckWatch
 from strands_durable.scheduler.webhook_delivery import TransportFactory, WebhookService
 from strands_durable.sessions.cleanup import cleanup_sessions
+from strands_durable.sessions.quotas import admit_queued
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.fleet import process_name
@@ -132,6 +133,7 @@ class SchedulerService:
     async def check_sessions(self, now: int) -> None:
         paused = await self.durations.check(now)
         metrics.DURATION_PAUSES.inc(len(paused))
+        await admit_queued(self.store)  # sessions queued for their namespace's quota
         if time.monotonic() >= self._next_stuck_check:
             self._next_stuck_check = time.monotonic() + self.stuck_check_s
             stuck, flagged = await self.stuck.check(now)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from strands_durable.access import DEFAULT_NAMESPACE, AuditEntry, TokenRecord
-from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str
+from strands_durable.store.quotas import QuotaOps
 
 AUDIT_MAX = 100_000  # entries kept per namespace (approximately: MAXLEN ~)
 MAX_TOKENS = 10_000  # tokens a fleet may hold (revoked ones included, until purged)
@@ -24,7 +24,7 @@ class TooManyTokens(Exception):
     pass
 
 
-class AccessOps(StoreBase):
+class AccessOps(QuotaOps):
     # -- tokens --------------------------------------------------------------------
     async def add_token(self, record: TokenRecord) -> None:
         """Store a new token's record; TooManyTokens past MAX_TOKENS."""
@@ -111,3 +111,4 @@ def _record(raw: bytes | str) -> TokenRecord | None:
         return TokenRecord.model_validate_json(raw)
     except ValidationError:
         return None  # a damaged record admits no one
+

@@ -295,6 +295,16 @@ class Keys:
         the token itself)."""
         return f"{self.prefix}:tokens"
 
+    def quotas(self) -> str:
+        """Namespaces' quotas: namespace -> NamespaceQuota JSON."""
+        return f"{self.prefix}:quotas"
+
+    def quota_part(self, namespace: str, part: str) -> str:
+        """A namespace's quota bookkeeping: `active` (zset: its sessions not yet ended,
+        and reservations `r:<id>` of submits under way -> when added) and `queued` (zset:
+        sessions waiting paused for a place -> when submitted)."""
+        return f"{self.prefix}:quota:{namespace}:{part}"
+
     def audit(self, namespace: str) -> str:
         """A namespace's audit trail: a capped stream of control actions and token
         changes."""

@@ -14,12 +14,15 @@ from rich.markup import escape
 
 from strands_durable.access import (
     DEFAULT_NAMESPACE,
+    MAX_QUOTA_SESSIONS,
     NAMESPACE_FORM,
     AuditEntry,
+    NamespaceQuota,
     Role,
     is_namespace,
 )
 from strands_durable.api.cli.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     JsonOpt,
     app,
@@ -32,11 +35,14 @@ from strands_durable.api.cli.common import (
 from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.api.schemas_access import TokenCreated, TokenOut
 from strands_durable.models import now_ms
-from strands_durable.sessions import access
+from strands_durable.sessions import access, quotas
 from strands_durable.store.store import Store
 
 tokens_app = typer.Typer(help="Scoped API tokens: create, list, revoke.", no_args_is_help=True)
 app.add_typer(tokens_app, name="tokens")
+quotas_app = typer.Typer(help="Namespaces' quotas of sessions not yet ended: set, list, "
+                         "delete.", no_args_is_help=True)
+app.add_typer(quotas_app, name="quotas")
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
@@ -160,3 +166,72 @@ def audit(
         table.add_row(when(e.at_ms), escape(e.actor), e.action, escape(e.target),
                       escape(e.source), escape(e.detail))
     print_table(table)
+
+
+def _namespace_arg(value: str) -> str:
+    if not is_namespace(value):
+        raise fail(f"namespace {value[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
+    return value
+
+
+NamespaceArg = Annotated[str, typer.Argument(help="The namespace.", callback=_namespace_arg)]
+
+
+@quotas_app.command("set")
+def quotas_set(
+    namespace: NamespaceArg,
+    running_sessions: Annotated[int, typer.Option(
+        min=1, max=MAX_QUOTA_SESSIONS, help="Sessions not yet ended (running or paused) at "
+        "once.")],
+    over: Annotated[str, typer.Option(
+        help="Over the quota: refuse the submit (HTTP 429, exit 1), or queue its session "
+        "(created paused, resumed by the scheduler as places free up).")] = "refuse",
+    as_json: JsonOpt = False,
+) -> None:
+    """Set a namespace's quota (replacing the one it had)."""
+    if over not in ("refuse", "queue"):
+        raise fail(f"--over {over[:40]!r}: expected refuse or queue", EXIT_USAGE)
+    quota = NamespaceQuota(namespace=namespace, running_sessions=running_sessions, over=over)
+
+    async def body(store: Store) -> None:
+        await quotas.set_quota(store, quota, actor=cli_actor(), source="cli")
+
+    run_async(with_store(body, fleet=True))
+    if as_json:
+        print_json(quota)
+        return
+    out.print(f"namespace {namespace}: at most {running_sessions} session(s) not yet ended; "
+              f"over that, {over}")
+
+
+@quotas_app.command("list")
+def quotas_list(as_json: JsonOpt = False) -> None:
+    """Every namespace's quota."""
+
+    async def body(store: Store) -> list[NamespaceQuota]:
+        return await store.quotas()
+
+    found = run_async(with_store(body, fleet=True))
+    if as_json:
+        print_json(found)
+        return
+    table = new_table("namespace", "running sessions", "over")
+    for q in found:
+        table.add_row(q.namespace, str(q.running_sessions), q.over)
+    print_table(table)
+
+
+@quotas_app.command("delete")
+def quotas_delete(namespace: NamespaceArg, as_json: JsonOpt = False) -> None:
+    """Remove a namespace's quota (its sessions are no longer counted)."""
+
+    async def body(store: Store) -> bool:
+        return await quotas.drop_quota(store, namespace, actor=cli_actor(), source="cli")
+
+    dropped = run_async(with_store(body, fleet=True))
+    if not dropped:
+        raise fail(f"namespace {namespace} has no quota", EXIT_FAILED, "not_found")
+    if as_json:
+        print_json({"namespace": namespace, "deleted": True})
+        return
+    out.print(f"namespace {namespace}: quota removed")

@@ -45,6 +45,7 @@ from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
+from strands_durable.sessions.quotas import create_within_quota
 from strands_durable.sessions.start import in_namespace
 from strands_durable.spec.grants import NO_GRANTS, Grants, grant
 from strands_durable.spec.loader import load_spec_file, parse_var_args
@@ -396,7 +397,7 @@ def submit(
                                                    script_replace),
                                               idempotency_key, priority, webhook), namespace)
         await store.prepare()
-        return await store.create_session(planned)
+        return await create_within_quota(store, planned)
 
     sid, created = run_async(with_store(body, fleet=True))
     if as_json:

@@ -1,0 +1,104 @@
+"""Namespaces' quotas in Redis: the quotas (one hash), and per namespace the sessions
+holding a place (`active`) and those queued for one (`queued`). sessions/quotas.py
+decides; these are its reads and atomic writes (single-key, so a cluster's slots never
+matter)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+from redis.exceptions import WatchError
+
+from strands_durable.access import NamespaceQuota
+from strands_durable.store.base import StoreBase
+from strands_durable.store.codec import as_str
+
+
+class QuotaOps(StoreBase):
+    """Namespaces' quotas and their bookkeeping (sessions/quotas.py decides)."""
+
+    async def set_quota(self, quota: NamespaceQuota) -> None:
+        await self.redis.hset(self.keys.quotas(), quota.namespace, quota.model_dump_json())
+
+    async def drop_quota(self, namespace: str) -> bool:
+        return bool(await self.redis.hdel(self.keys.quotas(), namespace))
+
+    async def quota(self, namespace: str) -> NamespaceQuota | None:
+        raw = await self.redis.hget(self.keys.quotas(), namespace)
+        return _quota(raw) if raw is not None else None
+
+    async def quotas(self) -> list[NamespaceQuota]:
+        found = [_quota(raw) for raw in (await self.redis.hgetall(self.keys.quotas())).values()]
+        return sorted((q for q in found if q is not None), key=lambda q: q.namespace)
+
+    async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int
+                            ) -> bool:
+        """Add `member` to the namespace's active set if it holds fewer than `limit`
+        (checked and added atomically: WATCH, retried when another submit raced us)."""
+        key = self.keys.quota_part(namespace, "active")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(key)
+                    if await pipe.zcard(key) >= limit:
+                        await pipe.unwatch()
+                        return False
+                    pipe.multi()
+                    pipe.zadd(key, {member: now_ms})
+                    await pipe.execute()
+                    return True
+                except WatchError:
+                    continue
+
+    async def settle_place(self, namespace: str, reservation: str, session_id: str | None,
+                           now_ms: int) -> None:
+        """A reservation becomes the session it was for (or is dropped: None)."""
+        key = self.keys.quota_part(namespace, "active")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrem(key, reservation)
+            if session_id is not None:
+                pipe.zadd(key, {session_id: now_ms})
+            await pipe.execute()
+
+    async def active_places(self, namespace: str) -> list[tuple[str, int]]:
+        rows = await self.redis.zrange(self.keys.quota_part(namespace, "active"), 0, -1,
+                                       withscores=True)
+        return [(as_str(member), int(score)) for member, score in rows]
+
+    async def free_places(self, namespace: str, members: Sequence[str]) -> None:
+        if members:
+            await self.redis.zrem(self.keys.quota_part(namespace, "active"), *members)
+
+    async def session_statuses(self, session_ids: Sequence[str]) -> list[str | None]:
+        """Each session's status, None for one that is gone."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for sid in session_ids:
+                pipe.hget(self.keys.meta(sid), "status")
+            found = await pipe.execute()
+        return [None if s is None else as_str(s) for s in found]
+
+    async def session_paused_reason(self, session_id: str) -> str | None:
+        """Why the session is paused; None when it is not paused (or gone)."""
+        status, reason = await self.redis.hmget(self.keys.meta(session_id),
+                                                ["status", "paused_reason"])
+        if status is None or as_str(status) != "paused":
+            return None
+        return as_str(reason) if reason else ""
+
+    async def queue_for_place(self, namespace: str, session_id: str, now_ms: int) -> None:
+        await self.redis.zadd(self.keys.quota_part(namespace, "queued"), {session_id: now_ms})
+
+    async def queued_first(self, namespace: str, count: int) -> list[str]:
+        return [as_str(m) for m in await self.redis.zrange(
+            self.keys.quota_part(namespace, "queued"), 0, count - 1)]
+
+    async def unqueue(self, namespace: str, session_id: str) -> None:
+        await self.redis.zrem(self.keys.quota_part(namespace, "queued"), session_id)
+
+
+def _quota(raw: bytes | str) -> NamespaceQuota | None:
+    try:
+        return NamespaceQuota.model_validate_json(raw)
+    except ValidationError:
+        return None
