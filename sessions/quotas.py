@@ -6,7 +6,7 @@ creates its session, then turns the reservation into the session's id. Places of
 sessions that ended are given back lazily: when the set looks full, its members'
 statuses are read and the ended ones (and reservations of submits that died midway)
 are dropped before the count is trusted. Over the quota a submit is refused
-(QuotaExceeded: HTTP 429, CLI exit 2), or, with `over: queue`, its session is created
+(QuotaExceeded: HTTP 429, CLI exit 1), or, with `over: queue`, its session is created
 paused and queued; the scheduler leader resumes queued sessions, oldest first, as
 places free up. Nothing here is on a step's path.
 """
