@@ -41,6 +41,7 @@ from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import Checkpoint, CheckpointDetail
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.sessions.status import SessionDetail, SessionSummary
+from strands_durable.webhooks import WebhookSubscription
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 EVENTS_PAGE = 1_000
@@ -113,17 +114,19 @@ class AsyncClient(AsyncSchedules, TransferMethods):
     # -- sessions ---------------------------------------------------------------------
     async def submit(self, spec: SpecInput, *, variables: Mapping[str, Any] | None = None,
                      idempotency_key: str | None = None, priority: int | None = None,
-                     provider: str | None = None) -> SubmitResponse:
+                     provider: str | None = None,
+                     webhook: WebhookSubscription | None = None) -> SubmitResponse:
         """Start a session of `spec`: a `pathlib.Path` to a YAML file, YAML text, the
         document as a dict, or a `strands_durable.spec.model.Spec`. The same
-        `idempotency_key` again answers the first session (`created` False).
+        `idempotency_key` again answers the first session (`created` False). `webhook`:
+        where its events are POSTed (`strands_durable.webhooks.WebhookSubscription`).
 
         ```python
         started = await client.submit(Path("examples/chain-research.yaml"),
                                       variables={"topic": "kelp"}, idempotency_key="kelp-1")
         ```"""
         return await self._backend.submit(Submission(spec, variables, idempotency_key,
-                                                     priority, provider))
+                                                     priority, provider, webhook))
 
     async def get(self, session_id: str) -> SessionDetail:
         """The session's status document (`durable status --json`).

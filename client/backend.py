@@ -40,6 +40,7 @@ from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import CheckpointDetail
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.sessions.status import SessionDetail
+from strands_durable.webhooks import WebhookSubscription
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Submission:
     idempotency_key: str | None = None
     priority: int | None = None
     provider: str | None = None
+    webhook: WebhookSubscription | None = None
 
 
 @dataclass(frozen=True)

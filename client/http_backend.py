@@ -138,7 +138,7 @@ class HttpBackend:
     async def submit(self, s: Submission) -> SubmitResponse:
         return await self.typed(wire.submit_call(
             s.spec, variables=s.variables, idempotency_key=s.idempotency_key,
-            priority=s.priority, provider=s.provider), SubmitResponse)
+            priority=s.priority, provider=s.provider, webhook=s.webhook), SubmitResponse)
 
     async def get(self, session_id: str) -> SessionDetail:
         return await self.typed(wire.Call("GET", wire.session_path(session_id)), SessionDetail)

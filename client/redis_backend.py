@@ -201,7 +201,8 @@ class RedisBackend(RedisSchedules):
 
     async def submit(self, s: Submission) -> SubmitResponse:
         body = checked(SubmitRequest, wire.submit_call(
-            s.spec, variables=s.variables, priority=s.priority, provider=s.provider).body)
+            s.spec, variables=s.variables, priority=s.priority, provider=s.provider,
+            webhook=s.webhook).body)
         planned = await self._in_thread(plan_submitted, Submitted(
             body.spec, body.variables, body.provider, body.script, s.idempotency_key))
         store = await self._prepared()

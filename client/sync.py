@@ -40,6 +40,7 @@ from strands_durable.models import SessionStatus
 from strands_durable.sessions.checkpoints import CheckpointDetail
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.sessions.status import SessionDetail, SessionSummary
+from strands_durable.webhooks import WebhookSubscription
 
 T = TypeVar("T")
 
@@ -137,11 +138,12 @@ class Client(SyncSchedules, SyncTransferMethods):
 
     def submit(self, spec: SpecInput, *, variables: Mapping[str, Any] | None = None,
                idempotency_key: str | None = None, priority: int | None = None,
-               provider: str | None = None) -> SubmitResponse:
+               provider: str | None = None,
+               webhook: WebhookSubscription | None = None) -> SubmitResponse:
         """Start a session (see `AsyncClient.submit`). `client.submit(Path("x.yaml"))`"""
         return self._thread.run(self._async.submit(
             spec, variables=variables, idempotency_key=idempotency_key, priority=priority,
-            provider=provider))
+            provider=provider, webhook=webhook))
 
     def get(self, session_id: str) -> SessionDetail:
         """The status document. `client.get(sid).status`"""

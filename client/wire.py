@@ -21,6 +21,7 @@ from strands_durable.client.errors import ClientError, ServerError, class_for
 from strands_durable.errors import InvalidInput
 from strands_durable.spec.dump import spec_data
 from strands_durable.spec.model import Spec
+from strands_durable.webhooks import WebhookSubscription
 
 M = TypeVar("M", bound=BaseModel)
 SpecInput = Path | str | Mapping[str, Any] | Spec
@@ -71,8 +72,11 @@ def spec_body(spec: SpecInput) -> str | dict[str, Any]:
 
 def submit_call(spec: SpecInput, *, variables: Mapping[str, Any] | None = None,
                 idempotency_key: str | None = None, priority: int | None = None,
-                provider: str | None = None) -> Call:
+                provider: str | None = None, webhook: WebhookSubscription | None = None
+                ) -> Call:
     body: dict[str, Any] = {"spec": spec_body(spec), "variables": dict(variables or {})}
+    if webhook is not None:
+        body["webhook"] = webhook.model_dump(exclude_none=True)
     if priority is not None:
         body["priority"] = priority
     if provider is not None:

@@ -70,3 +70,35 @@ async def test_list_retry_and_refusals(client: httpx.AsyncClient, store: Store,
     assert error_of(await client.post("/v1/webhooks/msg_nope/retry"), 422)
     assert error_of(await client.get("/v1/webhooks", params={"status": "gone"}), 422)
     assert error_of(await client.get("/v1/webhooks", params={"limit": 0}), 422)
+
+
+@pytest.mark.parametrize("backend", ["http", "redis"])
+async def test_both_client_backends_submit_list_and_retry(
+        app: object, store: Store, settings: DurableSettings, backend: str) -> None:
+    from strands_durable.client import AsyncClient
+    from strands_durable.errors import InvalidInput, NotFound
+    from strands_durable.webhooks import WebhookSubscription
+
+    client = (AsyncClient("http://api", transport=httpx.ASGITransport(app=app))  # type: ignore[arg-type]
+              if backend == "http" else
+              AsyncClient.connect_redis(settings.redis_url, key_prefix=settings.key_prefix))
+    async with client:
+        hook = WebhookSubscription(url=URL, events=["cancelled"], secret=SECRET)
+        sid = (await client.submit(chain_spec(3), webhook=hook)).session_id
+        view = await store.session_webhook_view(sid)
+        assert WebhookSubscription.from_stored(view.subscription) == hook
+        with pytest.raises(InvalidInput) as refused:
+            await client.submit(chain_spec(1), webhook=WebhookSubscription(
+                url="http://10.1.1.1/x"))
+        assert "DURABLE_WEBHOOK_ALLOW" in str(refused.value)
+        await client.cancel(sid)
+        finder = SchedulerService(settings, store).webhooks.finder
+        assert await finder.visit(sid, "cancelled", 1.0, now_ms()) == 1
+        [listed] = (await client.webhooks()).items
+        assert listed.session_id == sid and listed.event == "cancelled"
+        retried = await client.retry_webhook(listed.id)
+        assert retried.was == "pending" and retried.webhook.id == listed.id
+        with pytest.raises(NotFound):
+            await client.retry_webhook(UNKNOWN)
+        with pytest.raises(InvalidInput):
+            await client.webhooks(status="exploded")
