@@ -83,7 +83,7 @@ def import_command(
         return
     queued = f", {imported.requeued} step(s) queued again" if imported.requeued else ""
     out.print(f"imported session {imported.session_id} ({imported.status}{queued})",
-              markup=False, highlight=False)
+              markup=False, highlight=False, soft_wrap=True)
 
 
 async def _parse(data: bytes, limit: int) -> SessionExport:

@@ -33,7 +33,7 @@ def data_format(
                     "recorded_format": recorded, "upgraded": done})
         return
     for summary in done:
-        out.print(f"upgraded: {summary}", markup=False, highlight=False)
+        out.print(f"upgraded: {summary}", markup=False, highlight=False, soft_wrap=True)
     shown = "none recorded" if recorded is None else str(recorded)
     out.print(f"strands-durable {__version__} reads data format {DATA_FORMAT}; "
-              f"recorded: {shown}", markup=False, highlight=False)
+              f"recorded: {shown}", markup=False, highlight=False, soft_wrap=True)
