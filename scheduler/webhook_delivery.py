@@ -174,8 +174,9 @@ class WebhookService:
                                          headers=headers,
                                          timeout=self.settings.webhook_timeout_s)
         except (httpx.HTTPError, OSError, ValueError) as exc:
-            # ValueError: the network guard's refusal (ToolRefused) and bad URLs.
-            return Attempt(False, 0, _short(exc))
+            # ValueError: the network guard's refusal (ToolRefused) and bad URLs. The URL
+            # (its query may hold a token) never goes into the entry's error.
+            return Attempt(False, 0, _short(exc).replace(entry.url, "<url>"))
         if 200 <= response.status_code < 300:
             return Attempt(True, response.status_code)
         return Attempt(False, response.status_code, f"HTTP {response.status_code}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -64,13 +66,10 @@ def test_the_signature_verifies_with_the_reference_and_matches_the_specs_example
     reference = Webhook(SECRET)
     with pytest.raises(Exception, match="timestamp"):  # too old for the reference: checked
         reference.verify(e.body, headers)
-    import time
-
     now = int(time.time())
     assert reference.verify(e.body, signed_headers(e, SECRET, now)) == json.loads(e.body)
     assert signed_headers(e, SECRET, now)["webhook-signature"] == reference.sign(
-        e.id, __import__("datetime").datetime.fromtimestamp(now, tz=__import__("datetime").UTC),
-        e.body)
+        e.id, datetime.fromtimestamp(now, tz=UTC), e.body)
     with pytest.raises(Exception):  # noqa: B017 - the reference's own error type
         Webhook("whsec_" + base64.b64encode(b"another secret of ours!!").decode()).verify(
             e.body, signed_headers(e, SECRET, now))
@@ -208,3 +207,29 @@ def test_webhook_ids_round_trip_and_hostile_ids_are_refused() -> None:
 def test_each_script_opens_with_its_contract(name: str, keys: type, args: type) -> None:
     assert name in WEBHOOK_SCRIPTS
     assert binding_header(keys, args) in (LUA / f"{name}.lua").read_text()
+
+
+async def test_an_attempt_sends_signed_json_and_keeps_no_url_in_its_error() -> None:
+    import httpx
+
+    from strands_durable.scheduler.webhook_delivery import WebhookService
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path == "/down":
+            raise httpx.ConnectError(f"cannot reach {request.url}")
+        return httpx.Response(204 if request.url.path == "/ok" else 500)
+
+    service = WebhookService(None, DurableSettings(webhook_secret=SECRET), None)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        ok = await service.attempt(client, entry(url="https://hooks.example.com/ok?token=t"))
+        failed = await service.attempt(client, entry(url="https://hooks.example.com/500"))
+        down = await service.attempt(client, entry(url="https://hooks.example.com/down?token=t"))
+    assert ok == Attempt(True, 204) and failed == Attempt(False, 500, "HTTP 500")
+    assert not down.ok and "token=t" not in down.error and "<url>" in down.error
+    request = seen[0]
+    assert request.headers["content-type"] == "application/json"
+    assert Webhook(SECRET).verify(request.content, dict(request.headers)) == \
+        json.loads(entry().body)
