@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -22,14 +22,9 @@ from strands_durable.api.schemas import (
     RequeueResponse,
     SubmitResponse,
 )
-from strands_durable.api.schemas_access import (
-    AuditPage,
-    TokenCreated,
-    TokenCreateRequest,
-    TokenOut,
-)
 from strands_durable.api.schemas_fleet import QueueOut, WorkerOut
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
+from strands_durable.client.access import AsyncAccess
 from strands_durable.client.backend import Backend, Changes, ListFilter, Submission
 from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
@@ -49,10 +44,9 @@ EVENTS_PAGE = 1_000
 Artifacts = list[ArtifactInfo]
 Checkpoints = list[Checkpoint]
 Workers = list[WorkerOut]
-Tokens = list[TokenOut]
 
 
-class AsyncClient(AsyncSchedules, TransferMethods):
+class AsyncClient(AsyncSchedules, TransferMethods, AsyncAccess):
     """The API's operations as coroutines, answered with the API's own models.
 
     ```python
@@ -349,47 +343,6 @@ class AsyncClient(AsyncSchedules, TransferMethods):
         print((await client.queue()).total["lag"])
         ```"""
         return await self._backend.queue()
-
-    # -- tokens and the audit trail ------------------------------------------------------
-    async def tokens(self) -> Tokens:
-        """Every API token: id, name, role, namespaces, state (never a token's text).
-        Needs an admin token over every namespace.
-
-        ```python
-        active = [t.id for t in await client.tokens() if t.state == "active"]
-        ```"""
-        return (await self._backend.tokens()).items
-
-    async def create_token(self, role: str, namespaces: Sequence[str], *, name: str = "",
-                           expires_in_s: float | None = None) -> TokenCreated:
-        """A new token with `role` (read, submit, operate, admin) in `namespaces`
-        (['*']: every one). Its text is in the answer only, this once.
-
-        ```python
-        created = await client.create_token("read", ["team-a"], expires_in_s=86_400)
-        reader = AsyncClient(url, token=created.token, namespace="team-a")
-        ```"""
-        return await self._backend.create_token(TokenCreateRequest.model_validate({
-            "role": role, "namespaces": list(namespaces), "name": name,
-            "expires_in_s": expires_in_s}))
-
-    async def revoke_token(self, token_id: str) -> None:
-        """Revoke a token; every API replica refuses it within a second.
-
-        ```python
-        await client.revoke_token(created.info.id)
-        ```"""
-        await self._backend.revoke_token(token_id)
-
-    async def audit(self, *, limit: int = 50, before: str | None = None) -> AuditPage:
-        """The namespace's audit trail, newest first (an operate token): who paused,
-        cancelled, forked, deleted or changed a token, when and from where.
-
-        ```python
-        for entry in (await client.audit(limit=20)).items:
-            print(entry.actor, entry.action, entry.target)
-        ```"""
-        return await self._backend.audit(limit, before)
 
     # -- the webhook outbox --------------------------------------------------------------
     async def webhooks(self, *, status: str = "pending", limit: int = 50) -> WebhookList:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,15 +21,14 @@ from strands_durable.api.schemas import (
     RequeueResponse,
     SubmitResponse,
 )
-from strands_durable.api.schemas_access import AuditPage, TokenCreated
 from strands_durable.api.schemas_fleet import QueueOut
 from strands_durable.api.schemas_webhooks import WebhookList, WebhookRetried
+from strands_durable.client.access import SyncAccess
 from strands_durable.client.aio import (
     DEFAULT_URL,
     Artifacts,
     AsyncClient,
     Checkpoints,
-    Tokens,
     Workers,
 )
 from strands_durable.client.http_backend import Verify
@@ -81,7 +80,7 @@ class _LoopThread:
         self.loop.close()
 
 
-class Client(SyncSchedules, SyncTransferMethods):
+class Client(SyncSchedules, SyncTransferMethods, SyncAccess):
     """The blocking client: the same constructor, methods and answers as `AsyncClient`.
 
     ```python
@@ -238,24 +237,6 @@ class Client(SyncSchedules, SyncTransferMethods):
     def queue(self) -> QueueOut:
         """The step streams. `client.queue().total["lag"]`"""
         return self._thread.run(self._async.queue())
-
-    def tokens(self) -> Tokens:
-        """Every API token (admin). `[t.id for t in client.tokens()]`"""
-        return self._thread.run(self._async.tokens())
-
-    def create_token(self, role: str, namespaces: Sequence[str], *, name: str = "",
-                     expires_in_s: float | None = None) -> TokenCreated:
-        """A new token, shown once. `client.create_token("read", ["team-a"]).token`"""
-        return self._thread.run(self._async.create_token(
-            role, namespaces, name=name, expires_in_s=expires_in_s))
-
-    def revoke_token(self, token_id: str) -> None:
-        """Revoke a token. `client.revoke_token(token_id)`"""
-        self._thread.run(self._async.revoke_token(token_id))
-
-    def audit(self, *, limit: int = 50, before: str | None = None) -> AuditPage:
-        """The namespace's audit trail. `client.audit(limit=20).items`"""
-        return self._thread.run(self._async.audit(limit=limit, before=before))
 
     def webhooks(self, *, status: str = "pending", limit: int = 50) -> WebhookList:
         """The webhook outbox. `client.webhooks(status="dead").items`"""
