@@ -122,6 +122,9 @@ class WebhookFinder:
                 break
             offset += PAGE
         done.visited += visits
+        # Never ahead of our own clock: a writer whose clock runs fast would otherwise
+        # move the window past everyone else's changes (its own are deduped by `seen`).
+        newest = min(newest, float(now))
         if newest > mark:
             await self.store.set_webhook_mark(shard, status, newest)
         await self.store.forget_seen(shard, newest - 2 * lookback - 1)

@@ -232,3 +232,22 @@ async def _async(value: bool) -> bool:
 
 async def _status(store: Store, sid: str, status: str) -> bool:
     return (await store.get_session(sid)).status.value == status
+
+
+async def test_writers_clocks_fast_or_slow_lose_no_event(
+        hooked: DurableSettings, store: Store, receiver: WebhookReceiver) -> None:
+    async with worker(hooked, store):
+        fast, slow = [await submit(store, receiver.url, spec(steps=1)) for _ in range(2)]
+        for sid in (fast, slow):
+            await wait_for(lambda sid=sid: _status(store, sid, "completed"), 60,
+                           what="completion")
+    finder = SchedulerService(hooked, store).webhooks.finder
+    shard, now = store.keys.shard(fast), now_ms()
+    index = store.keys.index_status(shard, "completed")
+    await store.redis.zrem(index, slow)  # it lands later, from a slow clock
+    await store.redis.zadd(index, {fast: now + 3_600_000})  # a clock an hour ahead
+    assert (await finder.round(now)).recorded == 1
+    await store.redis.zadd(index, {slow: now - 30_000})
+    assert (await finder.round(now + 1_000)).recorded == 1
+    assert (await finder.round(now + 2_000)).recorded == 0
+    assert {e.session_id for e, _ in await store.list_webhooks("pending", 10)} == {fast, slow}
