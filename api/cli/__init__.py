@@ -19,6 +19,7 @@ from strands_durable.api.cli import (
     schedules,
     serve,
     sessions,
+    submit,
     transfer,
     upgrade,
     validate,
@@ -29,8 +30,8 @@ from strands_durable.api.cli.common import app
 from strands_durable.api.cli.output import MODE, error_doc, print_json, wants_json
 
 __all__ = ["app", "main"]
-_COMMAND_MODULES = (access, capacity, control, run, schedules, serve, sessions, transfer,
-                    upgrade, validate, views, webhooks)
+_COMMAND_MODULES = (access, capacity, control, run, submit, schedules, serve, sessions,
+                    transfer, upgrade, validate, views, webhooks)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""`durable run` (in this process) and `durable submit` (to the fleet)."""
+"""`durable run`: a workflow in this process (`durable submit` sends one to the fleet:
+submit.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.api.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -21,8 +21,6 @@ from strands_durable.api.cli.common import (
     AllowSecretOpt,
     AllowToolModuleOpt,
     JsonOpt,
-    NamespaceOpt,
-    PriorityOpt,
     ProviderOpt,
     ScriptOpt,
     ScriptReplaceOpt,
@@ -39,19 +37,16 @@ from strands_durable.api.cli.common import (
     print_json,
     refuse_together,
     run_async,
-    with_store,
 )
 from strands_durable.api.cli.output import MODE, print_error
 from strands_durable.api.cli.progress import progress_line
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepResult
-from strands_durable.sessions.quotas import create_within_quota
-from strands_durable.sessions.start import in_namespace
 from strands_durable.spec.grants import NO_GRANTS, Grants, grant
 from strands_durable.spec.loader import load_spec_file, parse_var_args
 from strands_durable.spec.provider_hosts import grant_hosts
-from strands_durable.store.keys import check_session_id, check_token
-from strands_durable.store.store import SessionRecord, Store
+from strands_durable.store.keys import check_session_id
+from strands_durable.store.store import SessionRecord
 
 EXIT_INTERRUPTED = 130  # a shell's code for a command stopped by Ctrl-C
 
@@ -370,37 +365,3 @@ def report_json(outcome: RunOutcome, out_dir: Path | None, elapsed_s: float) -> 
     if refused:
         return EXIT_USAGE
     return exit_code(record.status)
-
-
-@app.command()
-def submit(
-    spec: Annotated[Path, typer.Argument(help="Workflow spec (strands-cli YAML).")],
-    var: VarOpt = None,
-    provider: ProviderOpt = None,
-    script: ScriptOpt = None,
-    script_replace: ScriptReplaceOpt = False,
-    idempotency_key: Annotated[str | None, typer.Option(
-        help="Same key, same request, same session: a repeated submit prints the first "
-        "one; the key with a different spec, variables or priority is refused (exit 2).",
-        callback=checked(lambda v: check_token("idempotency key", v)))] = None,
-    priority: PriorityOpt = None, webhook: Annotated[str | None, typer.Option(
-        help="POST the session's events to this URL, signed (docs/webhooks.md).")] = None,
-    namespace: NamespaceOpt = DEFAULT_NAMESPACE,
-    as_json: JsonOpt = False,
-) -> None:
-    """Submit a workflow to the fleet; prints its id (--json: {"session_id", "created"})."""
-    from strands_durable.api.cli.webhooks import planned_submit
-
-    async def body(store: Store) -> tuple[str, bool]:
-        # Loaded and planned before Redis is touched: a refused spec writes no key.
-        planned = in_namespace(planned_submit(load(spec, var, provider, script,
-                                                   script_replace),
-                                              idempotency_key, priority, webhook), namespace)
-        await store.prepare()
-        return await create_within_quota(store, planned)
-
-    sid, created = run_async(with_store(body, fleet=True))
-    if as_json:
-        print_json({"session_id": sid, "created": created})
-        return
-    print(sid)
