@@ -9,7 +9,7 @@ import asyncio
 import json
 
 import pytest
-from helpers import free_port
+from helpers import EXAMPLES, free_port
 from helpers.fleet import Fleet
 
 from strands_durable.errors import LockNotAcquired
@@ -175,7 +175,8 @@ async def test_every_role_refuses_newer_data_in_one_line(
     assert worker.returncode == 2, log
     assert one_line_naming_both(log), log
     assert "worker not started: data format 99" in log
-    for role in (["scheduler"], ["api", "--port", str(free_port())]):
+    run = ["run", str(EXAMPLES / "chain-research.yaml"), "--var", "topic=x"]
+    for role in (["scheduler"], ["api", "--port", str(free_port())], run):
         result = await asyncio.to_thread(fleet.cli, *role, check=False, timeout=BOUND_S)
         assert result.returncode == 2, (role, result.stderr)
         assert one_line_naming_both(result.stderr), result.stderr
@@ -184,3 +185,25 @@ async def test_every_role_refuses_newer_data_in_one_line(
                                         "recorded_format": 99, "upgraded": []}
     refused = await asyncio.to_thread(fleet.cli, "data-format", "--upgrade", check=False)
     assert refused.returncode == 2 and one_line_naming_both(refused.stderr), refused.stderr
+
+
+async def test_a_started_keyspace_costs_one_read_at_start(settings: DurableSettings) -> None:
+    """The check rides on the shard count's read: a role starting on a keyspace already
+    stamped sends one HMGET, then only the consumer groups' creation (one per shard)."""
+    first = open_store(settings)
+    await first.prepare()
+    await first.close()
+    store = open_store(settings)
+    sent: list[str] = []
+    original = store.redis.execute_command
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        sent.append(str(args[0]).upper())
+        return await original(*args, **kwargs)
+
+    store.redis.execute_command = counted  # type: ignore[method-assign]
+    try:
+        await store.prepare()
+    finally:
+        await store.close()
+    assert sent == ["HMGET"] + ["XGROUP CREATE"] * store.keys.shards, sent
