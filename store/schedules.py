@@ -143,7 +143,8 @@ class ScheduleOps(StoreBase):
 
     async def advance_schedule(self, name: str, tick_ms: int) -> None:
         """Raise the schedule's cursor to `tick_ms` (never lowers it)."""
-        await self.redis.zadd(self.keys.schedule_cursors(), {name: tick_ms}, gt=True)
+        # XX: a schedule deleted meanwhile keeps no cursor.
+        await self.redis.zadd(self.keys.schedule_cursors(), {name: tick_ms}, xx=True, gt=True)
 
     async def buffered_ticks(self) -> dict[str, int]:
         raw = await self.redis.hgetall(self.keys.schedule_buffered())
@@ -159,8 +160,8 @@ class ScheduleOps(StoreBase):
     async def record_runs(self, name: str, runs: list[ScheduleRun], kept: int = RUNS_KEPT
                           ) -> None:
         """Write runs under their ticks' fields, then drop the oldest past `kept`."""
-        if not runs:
-            return
+        if not runs or not await self.redis.hexists(self.keys.schedules(), name):
+            return  # nothing, or a schedule deleted meanwhile: no history left behind
         key = self.keys.schedule_runs(name)
         await self.redis.hset(key, mapping={r.field: r.model_dump_json() for r in runs})
         if await self.redis.hlen(key) > kept:

@@ -203,3 +203,13 @@ async def test_two_schedulers_fire_each_per_second_tick_once(settings: DurableSe
     assert len(set(ticks)) == len(ticks)
     assert all(b - a == 1000 for a, b in itertools.pairwise(ticks))  # no gap
     assert sorted(await sessions(store)) == sorted(str(r.session_id) for r in runs)
+
+
+async def test_a_schedule_deleted_during_a_round_leaves_nothing_behind(store: Store) -> None:
+    made = schedule("gone", created_ms=now_ms() - 2 * MINUTE, overlap="allow")
+    await store.create_schedule(made)
+    await store.delete_schedule("gone")
+    # A leader that read the schedule before the delete finishes its round.
+    await ScheduleClock(store, 0.05).handle(made, made.created_ms, None, now_ms())
+    assert "gone" not in await store.schedule_cursors()
+    assert await store.schedule_runs("gone") == []
