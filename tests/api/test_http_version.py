@@ -4,9 +4,14 @@ a real worker in process)."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from helpers import wait_for
+from helpers.api import TOKEN, asgi_client, make_app
 
+from strands_durable.models import now_ms
+from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 from strands_durable.version import DATA_FORMAT, __version__
 from strands_durable.worker.consumer import StepConsumer
@@ -27,3 +32,19 @@ async def test_workers_report_the_release_they_run(client: httpx.AsyncClient,
 
     items = await wait_for(listed, timeout_s=30, what="the worker's heartbeat")
     assert [(w["consumer"], w["version"]) for w in items] == [(consumer.name, __version__)]
+
+
+async def test_the_console_fleet_page_shows_each_worker_s_release(
+        settings: DurableSettings, store: Store) -> None:
+    await store.redis.hset(store.keys.workers(), mapping={
+        "w-new": json.dumps({"last_seen_ms": now_ms(), "version": __version__}),
+        "w-old": json.dumps({"last_seen_ms": now_ms()})})  # a 0.1.0 heartbeat
+    async with asgi_client(make_app(settings, api_token=TOKEN)) as browser:
+        browser.headers["accept"] = "text/html"
+        r = await browser.post("/ui/login", data={"token": TOKEN, "next": "/ui"})
+        assert r.status_code == 303
+        html = (await browser.get("/ui/fleet")).text
+    rows = {name: row for row in html.split("<tr>") for name in ("w-new", "w-old")
+            if name in row}
+    assert f'<td class="mono">{__version__}</td>' in rows["w-new"]
+    assert '<td class="mono"></td>' in rows["w-old"]
