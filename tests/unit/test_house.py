@@ -149,3 +149,15 @@ def test_imports_flow_one_way_and_the_planners_stay_pure() -> None:
                   and imported not in PURE_STORE_MODULES):
                 wrong.append(f"{module} (pure) imports {imported}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports test modules by basename (no packages under tests/): two of one
+    name in different folders stop the whole run at collection."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(REPO)} and {path.relative_to(REPO)}")
+        seen.setdefault(path.name, path)
+    assert not clashes
