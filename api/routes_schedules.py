@@ -4,11 +4,13 @@ pausing, resuming, triggering and deleting need operate (api/auth.py ROLE_OF).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import APIRouter, Depends, Request, Response
 
 from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.api.auth import namespace_of
-from strands_durable.api.deps import RenderStageDep, StoreDep, ensure_prepared
+from strands_durable.api.deps import RenderStageDep, SettingsDep, StoreDep, ensure_prepared
 from strands_durable.api.errors import ApiError
 from strands_durable.api.schemas import error_responses
 from strands_durable.api.schemas_schedules import (
@@ -29,6 +31,7 @@ from strands_durable.scheduler.schedule_ops import (
     set_paused,
     trigger_now,
     updated_schedule,
+    webhook_text,
 )
 from strands_durable.spec.loader import LoadedSpec
 from strands_durable.store.schedules import ScheduleDef
@@ -49,9 +52,10 @@ router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
 NOT_FOUND = error_responses(404, e404="No schedule by that name")
 
 
-def options_of(body: ScheduleCreate | ScheduleUpdate) -> ScheduleOptions:
+def options_of(body: ScheduleCreate | ScheduleUpdate, allow: Sequence[str]) -> ScheduleOptions:
+    """The body's options; its webhook's URL checked against DURABLE_WEBHOOK_ALLOW."""
     return ScheduleOptions(body.cron, body.timezone, body.jitter_s, body.overlap,
-                           body.catchup_window_s)
+                           body.catchup_window_s, webhook_text(body.webhook, allow))
 
 
 def spec_work(body: ScheduleCreate | ScheduleUpdate) -> Submitted | None:
@@ -62,18 +66,18 @@ def spec_work(body: ScheduleCreate | ScheduleUpdate) -> Submitted | None:
 
 
 # -- the operations, shared with the client's Redis backend (client/redis_backend.py) --
-async def create_loaded(store: Store, body: ScheduleCreate, loaded: LoadedSpec
-                        ) -> ScheduleView:
-    made = new_schedule(body.name, loaded, options_of(body))
+async def create_loaded(store: Store, body: ScheduleCreate, loaded: LoadedSpec,
+                        allow: Sequence[str]) -> ScheduleView:
+    made = new_schedule(body.name, loaded, options_of(body, allow))
     await store.create_schedule(made.model_copy(update={"paused": body.paused}))
     return await schedule_view(store, body.name)
 
 
 async def update_loaded(store: Store, name: str, body: ScheduleUpdate,
-                        loaded: LoadedSpec | None) -> ScheduleView:
+                        loaded: LoadedSpec | None, allow: Sequence[str]) -> ScheduleView:
     current = await store.get_schedule(name)
     await store.replace_schedule(updated_schedule(current, loaded, body.variables,
-                                                  options_of(body)))
+                                                  options_of(body, allow)))
     return await schedule_view(store, name)
 
 
@@ -93,10 +97,10 @@ async def fire_now(store: Store, name: str) -> ScheduleRun:
     return await trigger_now(store, name)
 
 
-def check_options(body: ScheduleCreate | ScheduleUpdate, current: ScheduleDef | None = None
-                  ) -> None:
-    """The body's timing options checked (422 naming the option), before any spec loads."""
-    checked_options(options_of(body), current)
+def check_options(body: ScheduleCreate | ScheduleUpdate, allow: Sequence[str],
+                  current: ScheduleDef | None = None) -> None:
+    """The body's options checked (422 naming the option), before any spec loads."""
+    checked_options(options_of(body, allow), current)
 
 
 # -- routes ------------------------------------------------------------------------------
@@ -110,14 +114,15 @@ async def list_schedules(store: StoreDep) -> ScheduleList:
 @router.post("", status_code=201, response_model=ScheduleView,
              responses=error_responses(409, e409="A schedule by that name exists"))
 async def create_schedule(body: ScheduleCreate, response: Response, store: StoreDep,
-                          stage: RenderStageDep) -> ScheduleView:
+                          stage: RenderStageDep, settings: SettingsDep) -> ScheduleView:
     """Create a schedule: the spec (checked now, and kept as it is now) starts a session at
     every tick of `cron`, fired once each by the scheduler's leader."""
-    check_options(body)  # cheap: before the spec is loaded
+    allow = settings.webhook_allow_list
+    check_options(body, allow)  # cheap: before the spec is loaded
     work = spec_work(body)
     assert work is not None
     loaded = await stage.run(load_only, work)
-    view = await create_loaded(store, body, loaded)
+    view = await create_loaded(store, body, loaded, allow)
     response.headers["Location"] = f"/v1/schedules/{body.name}"
     return view
 
@@ -130,12 +135,13 @@ async def get_schedule(name: ScheduleNamePath, store: StoreDep) -> ScheduleView:
 
 @router.patch("/{name}", response_model=ScheduleView, responses=NOT_FOUND)
 async def update_schedule(name: ScheduleNamePath, body: ScheduleUpdate, store: StoreDep,
-                          stage: RenderStageDep) -> ScheduleView:
-    """Change a schedule: a new spec, variables over the stored ones, or timing."""
-    check_options(body, await store.get_schedule(name))
+                          stage: RenderStageDep, settings: SettingsDep) -> ScheduleView:
+    """Change a schedule: a new spec, variables over the stored ones, timing, webhook."""
+    allow = settings.webhook_allow_list
+    check_options(body, allow, await store.get_schedule(name))
     work = spec_work(body)
     loaded = await stage.run(load_only, work) if work is not None else None
-    return await update_loaded(store, name, body, loaded)
+    return await update_loaded(store, name, body, loaded, allow)
 
 
 @router.delete("/{name}", status_code=204, responses=NOT_FOUND)

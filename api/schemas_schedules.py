@@ -18,6 +18,7 @@ from strands_durable.scheduler.schedules import (
 )
 from strands_durable.store.keys import MAX_SCHEDULE_NAME_CHARS, check_schedule_name
 from strands_durable.store.schedules import ScheduleRun
+from strands_durable.webhooks import WebhookSubscription
 
 __all__ = ["ScheduleCreate", "ScheduleList", "ScheduleNamePath", "ScheduleRun",
            "ScheduleUpdate", "ScheduleView"]
@@ -47,6 +48,10 @@ class _Timing(BaseModel):
         f"ticks missed no longer ago than this (default {DEFAULT_CATCHUP_S}).")
     provider: str | None = Field(default=None, min_length=1, max_length=64,
                                  description="Override runtime.provider (with `spec`).")
+    webhook: WebhookSubscription | None = Field(
+        default=None, description="Where each run's events are POSTed (completed, failed, "
+        "cancelled, paused, waiting_for_human), signed as Standard Webhooks says; none: the "
+        "fleet's DURABLE_WEBHOOK_URL, if set (an update without it keeps the schedule's).")
 
 
 class ScheduleCreate(_Timing):

@@ -17,6 +17,7 @@ from strands_durable.api.schemas_schedules import (
 from strands_durable.api.submission import Submitted, load_only
 from strands_durable.client.errors import ApiInvalidInput
 from strands_durable.errors import InvalidId
+from strands_durable.settings import DurableSettings
 from strands_durable.store.keys import check_schedule_name
 from strands_durable.store.store import Store
 
@@ -33,6 +34,7 @@ def schedule_name(name: str) -> str:
 
 class RedisSchedules:
     store: Store
+    settings: DurableSettings
 
     if TYPE_CHECKING:
         async def _prepared(self) -> Store: ...
@@ -49,20 +51,22 @@ class RedisSchedules:
         from strands_durable.client.redis_backend import checked
 
         request = checked(ScheduleCreate, body)
-        ops.check_options(request)
+        allow = self.settings.webhook_allow_list
+        ops.check_options(request, allow)
         work = ops.spec_work(request)
         assert work is not None  # a create's spec is required
         loaded = await self._in_thread(load_only, work)
-        return await ops.create_loaded(await self._prepared(), request, loaded)
+        return await ops.create_loaded(await self._prepared(), request, loaded, allow)
 
     async def update_schedule(self, name: str, body: dict[str, Any]) -> ScheduleView:
         from strands_durable.client.redis_backend import checked
 
         request = checked(ScheduleUpdate, body)
-        ops.check_options(request, await self.store.get_schedule(schedule_name(name)))
+        allow = self.settings.webhook_allow_list
+        ops.check_options(request, allow, await self.store.get_schedule(schedule_name(name)))
         work = ops.spec_work(request)
         loaded = await self._in_thread(load_only, work) if work is not None else None
-        return await ops.update_loaded(self.store, name, request, loaded)
+        return await ops.update_loaded(self.store, name, request, loaded, allow)
 
     async def delete_schedule(self, name: str) -> None:
         await self.store.delete_schedule(schedule_name(name))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from strands_durable.api.schemas_schedules import ScheduleList, ScheduleRun, ScheduleView
 from strands_durable.client.wire import SpecInput, spec_body
+from strands_durable.webhooks import WebhookSubscription
 
 if TYPE_CHECKING:
     from strands_durable.client.aio import AsyncClient
@@ -21,6 +22,10 @@ def schedule_body(spec: SpecInput | None, **fields: Any) -> dict[str, Any]:
     if spec is not None:
         body["spec"] = spec_body(spec)
     return body
+
+
+def _hook(webhook: WebhookSubscription | None) -> dict[str, Any] | None:
+    return webhook.model_dump(exclude_none=True) if webhook is not None else None
 
 
 class AsyncSchedules:
@@ -49,10 +54,11 @@ class AsyncSchedules:
                               timezone: str | None = None, jitter_s: int | None = None,
                               overlap: str | None = None,
                               catchup_window_s: int | None = None,
-                              provider: str | None = None, paused: bool = False
-                              ) -> ScheduleView:
+                              provider: str | None = None, paused: bool = False,
+                              webhook: WebhookSubscription | None = None) -> ScheduleView:
         """Create a schedule: `spec` (kept as it is now) starts a session at every tick
-        of `cron`; `overlap` is skip, buffer_one, cancel_other or allow.
+        of `cron`; `overlap` is skip, buffer_one, cancel_other or allow; `webhook`: where
+        each run's events are POSTed.
 
         ```python
         await client.create_schedule("nightly", Path("report.yaml"), cron="0 2 * * *",
@@ -61,15 +67,16 @@ class AsyncSchedules:
         return await self._backend.create_schedule(schedule_body(
             spec, name=name, cron=cron, variables=dict(variables or {}), timezone=timezone,
             jitter_s=jitter_s, overlap=overlap, catchup_window_s=catchup_window_s,
-            provider=provider, paused=paused))
+            provider=provider, paused=paused, webhook=_hook(webhook)))
 
     async def update_schedule(self, name: str, *, spec: SpecInput | None = None,
                               variables: Mapping[str, Any] | None = None,
                               cron: str | None = None, timezone: str | None = None,
                               jitter_s: int | None = None, overlap: str | None = None,
                               catchup_window_s: int | None = None,
-                              provider: str | None = None) -> ScheduleView:
-        """Change a schedule: a new spec, variables over the stored ones, or timing.
+                              provider: str | None = None,
+                              webhook: WebhookSubscription | None = None) -> ScheduleView:
+        """Change a schedule: a new spec, variables over the stored ones, timing, webhook.
 
         ```python
         await client.update_schedule("nightly", cron="0 3 * * *")
@@ -77,7 +84,7 @@ class AsyncSchedules:
         return await self._backend.update_schedule(name, schedule_body(
             spec, variables=dict(variables) if variables is not None else None, cron=cron,
             timezone=timezone, jitter_s=jitter_s, overlap=overlap,
-            catchup_window_s=catchup_window_s, provider=provider))
+            catchup_window_s=catchup_window_s, provider=provider, webhook=_hook(webhook)))
 
     async def delete_schedule(self, name: str) -> None:
         """Delete a schedule and its run history (its sessions stay).
@@ -128,23 +135,25 @@ class SyncSchedules:
                         variables: Mapping[str, Any] | None = None,
                         timezone: str | None = None, jitter_s: int | None = None,
                         overlap: str | None = None, catchup_window_s: int | None = None,
-                        provider: str | None = None, paused: bool = False) -> ScheduleView:
+                        provider: str | None = None, paused: bool = False,
+                        webhook: WebhookSubscription | None = None) -> ScheduleView:
         """Create a schedule. `client.create_schedule("n", Path("x.yaml"), cron="@daily")`"""
         return self._thread.run(self._async.create_schedule(
             name, spec, cron=cron, variables=variables, timezone=timezone, jitter_s=jitter_s,
             overlap=overlap, catchup_window_s=catchup_window_s, provider=provider,
-            paused=paused))
+            paused=paused, webhook=webhook))
 
     def update_schedule(self, name: str, *, spec: SpecInput | None = None,
                         variables: Mapping[str, Any] | None = None, cron: str | None = None,
                         timezone: str | None = None, jitter_s: int | None = None,
                         overlap: str | None = None, catchup_window_s: int | None = None,
-                        provider: str | None = None) -> ScheduleView:
+                        provider: str | None = None,
+                        webhook: WebhookSubscription | None = None) -> ScheduleView:
         """Change a schedule. `client.update_schedule("n", cron="0 3 * * *")`"""
         return self._thread.run(self._async.update_schedule(
             name, spec=spec, variables=variables, cron=cron, timezone=timezone,
             jitter_s=jitter_s, overlap=overlap, catchup_window_s=catchup_window_s,
-            provider=provider))
+            provider=provider, webhook=webhook))
 
     def delete_schedule(self, name: str) -> None:
         """Delete a schedule. `client.delete_schedule("nightly")`"""

@@ -6,8 +6,8 @@ session under the tick's idempotency key."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -39,6 +39,7 @@ from strands_durable.store.schedules import (
     idempotency_key,
 )
 from strands_durable.store.store import Store
+from strands_durable.webhooks import WebhookSubscription
 
 ACTIVE = (SessionStatus.RUNNING, SessionStatus.PAUSED)
 NEXT_SHOWN = 5
@@ -53,6 +54,7 @@ class ScheduleOptions:
     jitter_s: int | None = None
     overlap: str | None = None
     catchup_window_s: int | None = None
+    webhook: str | None = None  # the subscription as stored (webhook_text); '': none
 
 
 class ScheduleView(BaseModel):
@@ -73,6 +75,9 @@ class ScheduleView(BaseModel):
     paused: bool
     created_ms: int
     updated_ms: int
+    webhook_url: str | None = Field(default=None, description="Where the runs' events "
+                                    "are POSTed (its secret never shown); none: the "
+                                    "fleet's default, if any.")
     last_tick_ms: int | None = Field(description="The last tick handled (fired or skipped).")
     buffered_tick_ms: int | None = Field(
         default=None, description="A tick waiting for the previous run to end (buffer_one).")
@@ -105,7 +110,15 @@ def checked_options(options: ScheduleOptions, base: ScheduleDef | None = None
                                           MIN_CATCHUP_S, MAX_CATCHUP_S)
         if options.catchup_window_s is not None
         else base.catchup_window_s if base else DEFAULT_CATCHUP_S,
+        "webhook": options.webhook if options.webhook is not None
+        else base.webhook if base else "",
     }
+
+
+def webhook_text(hook: WebhookSubscription | None, allow: Sequence[str]) -> str | None:
+    """A subscription as a schedule stores it, its URL checked against the operator's
+    DURABLE_WEBHOOK_ALLOW (InvalidWebhook: 422, exit 2); None: none given."""
+    return hook.checked(allow).stored() if hook is not None else None
 
 
 def spec_fields(loaded: LoadedSpec) -> dict[str, Any]:
@@ -155,6 +168,8 @@ async def start_run(store: Store, schedule: ScheduleDef, tick_ms: int,
     try:
         # Planning renders templates: CPU work kept off the leader's loop.
         planned = await asyncio.to_thread(new_session, loaded_of(schedule), key)
+        if schedule.webhook:
+            planned = replace(planned, webhook=schedule.webhook)
         sid, _ = await store.create_session(planned)
     except DurableError as exc:
         return ScheduleRun(tick_ms=tick_ms, at_ms=now_ms(), outcome="failed",
@@ -184,7 +199,9 @@ def view_of(schedule: ScheduleDef, runs: list[ScheduleRun], cursor: int | None,
             buffered: int | None, now: int) -> ScheduleView:
     upcoming = [] if schedule.paused else next_fire_times(timing_of(schedule), now,
                                                           NEXT_SHOWN)
-    return ScheduleView(**schedule.model_dump(exclude={"spec_json"}), last_tick_ms=cursor,
+    hook = WebhookSubscription.from_stored(schedule.webhook)
+    return ScheduleView(**schedule.model_dump(exclude={"spec_json", "webhook"}),
+                        webhook_url=hook.url if hook else None, last_tick_ms=cursor,
                         buffered_tick_ms=buffered, next_fire_ms=upcoming, recent_runs=runs)
 
 

@@ -70,6 +70,9 @@ class ScheduleDef(BaseModel):
     paused: bool = False
     created_ms: int
     updated_ms: int
+    # The runs' webhook subscription as sessions keep it (core/webhooks.py; its secret
+    # included, so never shown); '': the fleet's default, if any.
+    webhook: str = Field(default="", repr=False)
 
 
 class ScheduleRun(BaseModel):

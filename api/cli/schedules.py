@@ -4,11 +4,13 @@ They live in the fleet's Redis (DURABLE_REDIS_URL), as submitted sessions do."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.markup import escape
 
 from strands_durable.api.cli.common import (
@@ -18,6 +20,7 @@ from strands_durable.api.cli.common import (
     VarOpt,
     app,
     checked,
+    env_settings,
     fail,
     load,
     out,
@@ -36,11 +39,13 @@ from strands_durable.scheduler.schedule_ops import (
     set_paused,
     trigger_now,
     updated_schedule,
+    webhook_text,
 )
 from strands_durable.spec.loader import parse_var_args
 from strands_durable.store.keys import check_schedule_name
 from strands_durable.store.schedules import ScheduleRun
 from strands_durable.store.store import Store
+from strands_durable.webhooks import InvalidWebhook, WebhookSubscription
 
 schedules_app = typer.Typer(help="Workflows that start on a cron schedule.",
                             no_args_is_help=True)
@@ -60,6 +65,10 @@ JitterOpt = Annotated[int | None, typer.Option(
 OverlapOpt = Annotated[str | None, typer.Option(
     "--overlap", metavar="skip|buffer_one|cancel_other|allow",
     help="What a tick does while the previous run still runs (default skip).")]
+WebhookOpt = Annotated[str | None, typer.Option(
+    "--webhook", metavar="URL", help="POST each run's events there (completed, failed, "
+    "cancelled, paused, waiting_for_human), signed with the fleet's DURABLE_WEBHOOK_SECRET; "
+    "default: the fleet's DURABLE_WEBHOOK_URL. `update --webhook ''` removes it.")]
 CatchupOpt = Annotated[int | None, typer.Option(
     "--catchup-window", metavar="SECONDS", help="After the scheduler was down, fire the "
     "ticks missed no longer ago than this (default 300); older ones are skipped.")]
@@ -75,8 +84,22 @@ def _vars(var: list[str] | None) -> dict[str, str]:
     return parse_var_args(var or [])
 
 
-async def _checked(options: ScheduleOptions) -> None:
+def _webhook(url: str | None) -> str | None:
+    """--webhook URL as the schedule stores it (checked against DURABLE_WEBHOOK_ALLOW);
+    '' (an update's --webhook ''): none any more."""
+    if not url:
+        return url
+    try:
+        hook = WebhookSubscription(url=url)
+    except ValidationError as exc:
+        raise InvalidWebhook(f"--webhook: {exc.errors()[0]['msg']}") from None
+    return webhook_text(hook, env_settings().webhook_allow_list)
+
+
+async def _checked(options: ScheduleOptions, webhook: str | None) -> ScheduleOptions:
+    options = replace(options, webhook=_webhook(webhook))
     checked_options(options)
+    return options
 
 
 def _show(view: ScheduleView, as_json: bool) -> None:
@@ -87,7 +110,9 @@ def _show(view: ScheduleView, as_json: bool) -> None:
     out.print(f"schedule {escape(view.name)} ({state}): {escape(view.workflow_name)} "
               f"({view.pattern_type}), cron {escape(view.cron)} {view.timezone}, "
               f"overlap {view.overlap}, jitter {view.jitter_s}s, catch-up "
-              f"{view.catchup_window_s}s", highlight=False, soft_wrap=True)
+              f"{view.catchup_window_s}s"
+              + (f", webhook {escape(view.webhook_url)}" if view.webhook_url else ""),
+              highlight=False, soft_wrap=True)
     out.print("next: " + (", ".join(_at(t) for t in view.next_fire_ms) or "- (paused)"),
               highlight=False, soft_wrap=True)
     if view.recent_runs:
@@ -112,7 +137,7 @@ def schedules_create(
                                          "`update`.")],
     cron: CronOpt = None, timezone: TimezoneOpt = None, var: VarOpt = None,
     jitter: JitterOpt = None, overlap: OverlapOpt = None, catchup_window: CatchupOpt = None,
-    provider: ProviderOpt = None,
+    provider: ProviderOpt = None, webhook: WebhookOpt = None,
     paused: Annotated[bool, typer.Option("--paused", help="Create it paused.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -121,8 +146,9 @@ def schedules_create(
     if cron is None:
         raise fail("schedules create: --cron is required (e.g. --cron '0 * * * *')",
                    EXIT_USAGE)
-    options = ScheduleOptions(cron, timezone, jitter, overlap, catchup_window)
-    run_async(_checked(options))  # the options first: cheap, and before the spec's file
+    # The options first: cheap, and before the spec's file is read.
+    options = run_async(_checked(ScheduleOptions(cron, timezone, jitter, overlap,
+                                                 catchup_window), webhook))
 
     async def body(store: Store) -> ScheduleView:
         made = new_schedule(name, load(spec, var, provider, None), options)
@@ -138,7 +164,7 @@ def schedules_update(
     spec: Annotated[Path | None, typer.Argument(help="A new spec (read now).")] = None,
     cron: CronOpt = None, timezone: TimezoneOpt = None, var: VarOpt = None,
     jitter: JitterOpt = None, overlap: OverlapOpt = None, catchup_window: CatchupOpt = None,
-    provider: ProviderOpt = None, as_json: JsonOpt = False,
+    provider: ProviderOpt = None, webhook: WebhookOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Change a schedule: a new SPEC (read from the file now), --var values (over the
     stored ones, or with SPEC its variables), or any timing option."""
@@ -146,9 +172,10 @@ def schedules_update(
 
     async def body(store: Store) -> ScheduleView:
         current = await store.get_schedule(name)
-        checked_options(options, current)  # before the spec's file is read
+        checked = replace(options, webhook=_webhook(webhook))
+        checked_options(checked, current)  # before the spec's file is read
         loaded = load(spec, var, provider, None) if spec is not None else None
-        await store.replace_schedule(updated_schedule(current, loaded, _vars(var), options))
+        await store.replace_schedule(updated_schedule(current, loaded, _vars(var), checked))
         return await schedule_view(store, name)
 
     _show(run_async(with_store(body, fleet=True)), as_json)

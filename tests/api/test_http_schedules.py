@@ -4,6 +4,8 @@ namespaces, and the clients' schedule methods on both backends."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import httpx
@@ -186,3 +188,25 @@ async def test_the_console_lists_schedules_escaped(authed: FastAPI) -> None:
     assert f"/ui/sessions/{sid}" in page.text
     assert "<script>alert(1)" not in page.text and "&lt;script&gt;alert(1)" in page.text
     assert 'href="/ui/schedules"' in page.text  # in the console's navigation
+
+
+async def test_a_schedule_s_webhook_goes_to_its_runs_and_its_secret_never_back(
+        client: httpx.AsyncClient, app: FastAPI) -> None:
+    secret = "whsec_" + base64.b64encode(b"s" * 32).decode()
+    hook = {"url": "https://hooks.example.com/durable", "events": ["completed"],
+            "secret": secret}
+    r = await client.post("/v1/schedules", json=body(webhook=hook))
+    assert r.status_code == 201, r.text
+    assert r.json()["webhook_url"] == hook["url"] and secret not in r.text
+    listed = await client.get("/v1/schedules")
+    assert secret not in listed.text and secret not in (await client.get(
+        "/v1/schedules/hourly")).text
+    sid = (await client.post("/v1/schedules/hourly/trigger")).json()["session_id"]
+    record = await app.state.store.get_session(sid)
+    assert json.loads(record.raw["webhook"])["url"] == hook["url"]
+    refused = await client.patch("/v1/schedules/hourly",
+                                 json={"webhook": {"url": "http://127.0.0.1:9/x"}})
+    assert error_of(refused, 422)["code"] == "invalid_webhook"
+    moved = await client.patch("/v1/schedules/hourly",
+                               json={"webhook": {"url": "https://other.example.com/h"}})
+    assert moved.json()["webhook_url"] == "https://other.example.com/h"

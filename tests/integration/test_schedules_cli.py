@@ -58,9 +58,15 @@ def test_the_spec_is_kept_as_submitted_until_update(fleet: Fleet, tmp_path: Path
     run = fleet.cli_json("schedules", "trigger", "hourly")
     status = fleet.cli_json("status", run["session_id"])
     assert status["workflow_name"] == "edited" and status["variables"]["topic"] == "moons"
-    fleet.cli("schedules", "update", "hourly", "--var", "topic=stars", "--cron", "@daily")
+    fleet.cli("schedules", "update", "hourly", "--var", "topic=stars", "--cron", "@daily",
+              "--webhook", "https://hooks.example.com/x")
     shown = fleet.cli_json("schedules", "show", "hourly")
     assert shown["variables"]["topic"] == "stars" and shown["cron"] == "@daily"
+    assert shown["webhook_url"] == "https://hooks.example.com/x"
+    assert "webhook https://hooks.example.com/x" in fleet.cli("schedules", "show",
+                                                               "hourly").stdout
+    fleet.cli("schedules", "update", "hourly", "--webhook", "")
+    assert fleet.cli_json("schedules", "show", "hourly")["webhook_url"] is None
     assert [r["trigger"] for r in shown["recent_runs"]] == ["manual", "manual"]
     assert fleet.cli_json("schedules", "pause", "hourly")["paused"] is True
     listed = fleet.cli_json("schedules", "list")
@@ -86,6 +92,10 @@ def test_the_spec_is_kept_as_submitted_until_update(fleet: Fleet, tmp_path: Path
     (["create", "x" * 65, "SPEC", "--cron", "@daily"], "schedule name"),
     (["create", "x", "SPEC", "--cron", "@daily", "--var", "nope"], "KEY=VALUE"),
     (["show", "a:b"], "schedule name"),
+    (["create", "x", "SPEC", "--cron", "@daily", "--webhook", "http://127.0.0.1:9/x"],
+     "webhook"),
+    (["create", "x", "SPEC", "--cron", "@daily", "--webhook", "ftp://example.com/x"],
+     "webhook"),
 ])
 def test_hostile_options_exit_2_naming_what_is_wrong(fleet: Fleet, tmp_path: Path,
                                                       args: list[str], named: str) -> None:
@@ -96,8 +106,8 @@ def test_hostile_options_exit_2_naming_what_is_wrong(fleet: Fleet, tmp_path: Pat
     assert named in plain.stderr and "Traceback" not in plain.stderr + plain.stdout
     as_json = fleet.cli(*argv, "--json", check=False)
     assert as_json.returncode == 2
-    assert json.loads(as_json.stdout)["error"]["code"] in ("invalid_input", "invalid_schedule",
-                                                           "invalid_id", "invalid_spec")
+    assert json.loads(as_json.stdout)["error"]["code"] in (
+        "invalid_input", "invalid_schedule", "invalid_id", "invalid_spec", "invalid_webhook")
 
 
 def test_a_scheduler_and_a_worker_run_a_scheduled_session_to_its_end(
