@@ -3,6 +3,7 @@ from this store (the local one, or DURABLE_REDIS_URL's) to another."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,7 @@ from strands_durable.api.cli.common import (
     SessionIdArg,
     app,
     env_settings,
+    err,
     fail,
     out,
     print_json,
@@ -84,6 +86,14 @@ def import_command(
     queued = f", {imported.requeued} step(s) queued again" if imported.requeued else ""
     out.print(f"imported session {imported.session_id} ({imported.status}{queued})",
               markup=False, highlight=False, soft_wrap=True)
+    if imported.requeued and imported.status == "running" and _local():
+        # No fleet reads the local store: `durable run` is its worker.
+        err.print(f"run it here: durable run --resume {imported.session_id}",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _local() -> bool:
+    return "DURABLE_REDIS_URL" not in os.environ and not env_settings().ephemeral
 
 
 async def _parse(data: bytes, limit: int) -> SessionExport:

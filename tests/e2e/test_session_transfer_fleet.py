@@ -92,3 +92,16 @@ def test_a_session_moves_from_the_local_store_to_a_fleet_and_back(
     mine = json.loads(local_home.durable("status", new, "--json", check_rc=0).stdout)
     original = json.loads(local_home.durable("status", sid, "--json", check_rc=0).stdout)
     assert mine["pattern_state"] == there["pattern_state"] == original["pattern_state"]
+
+
+def test_a_running_session_imported_into_the_local_store_runs_there(
+        two_fleets: tuple[Fleet, Fleet], local_home: LocalHome, tmp_path: Path) -> None:
+    source, _ = two_fleets  # no worker: the session waits at its first step
+    sid = source.cli("submit", CHAIN, "--var", TOPIC).stdout.strip()
+    document = tmp_path / "running.json"
+    document.write_text(source.cli("export", sid).stdout)
+    imported = local_home.durable("import", document, check_rc=0)
+    assert imported.stderr.strip() == f"run it here: durable run --resume {sid}"
+    local_home.durable("run", "--resume", sid, check_rc=0)
+    done = json.loads(local_home.durable("status", sid, "--json", check_rc=0).stdout)
+    assert done["status"] == "completed" and done["steps_committed"] == 3
