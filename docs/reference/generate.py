@@ -344,9 +344,14 @@ def _python_entry(name: str, value: Any) -> str:
         out.append(_model_fields(value))
     else:
         out.append(f"`{name}{_signature(value.__init__)}`\n\n")
-        for method in vars(value):
-            member = getattr(value, method)
-            if not method.startswith("_") and callable(member):
+        # Its own methods, then its mixins' (the clients' schedules, tokens, transfers).
+        seen: set[str] = set()
+        for klass in value.__mro__[:-1]:
+            for method in vars(klass):
+                member = getattr(value, method)
+                if method in seen or method.startswith("_") or not callable(member):
+                    continue
+                seen.add(method)
                 out.append(f"#### `{name}.{method}{_signature(member)}`\n\n{_doc(member)}")
     return "".join(out)
 
