@@ -12,6 +12,7 @@ fixed hour, and each real hour for one whose hour field is `*` or `*/n`, as Vixi
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,7 @@ MIN_CATCHUP_S = 1
 MAX_CATCHUP_S = 366 * 86_400
 MAX_TICKS_PER_ROUND = 1_000  # ticks one round walks at most; the next round goes on
 MAX_YEARS_BETWEEN = 5  # a cron that never matches (Feb 30) fails fast, not after 50 years
+_RANDOM = re.compile(r"[RrHh](\(|/|$)")  # croniter's R(...) and H(...): not the same twice
 ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 
@@ -80,6 +82,10 @@ def check_cron(expr: str) -> str:
         raise InvalidSchedule("--cron", f"{_shown(text)}: expected 5 fields (minute hour "
                               "day month weekday), 6 (then seconds) or an alias such as "
                               "@hourly")
+    if any(_RANDOM.match(part) for field in text.split() for part in field.split(",")):
+        raise InvalidSchedule("--cron", f"{_shown(text)}: random (R) and hashed (H) fields "
+                              "are not supported: every scheduler replica must compute the "
+                              "same ticks")
     try:
         croniter(text, datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC")),
                  max_years_between_matches=MAX_YEARS_BETWEEN).get_next(datetime)

@@ -167,6 +167,7 @@ def test_allow_starts_every_tick() -> None:
     "", "   ", "x", "* * *", "* * * * * * *", "99 * * * *", "*/0 * * * *",
     "0 0 30 2 *", "1-1000000 * * * *", "* * * * *\n* * * * *", "\x00 * * * *",
     "* " * 200, "@reboot", "0 0 * * MON-XYZ", "L L L L L",
+    "R * * * *", "*/5 * * * * R", "H * * * *", "H(0-29) * * * *", "0 r * * *", "0,R * * * *",
 ])
 def test_hostile_crons_are_refused_naming_the_option(cron: str) -> None:
     with pytest.raises(InvalidSchedule) as caught:
@@ -176,6 +177,7 @@ def test_hostile_crons_are_refused_naming_the_option(cron: str) -> None:
 
 
 @pytest.mark.parametrize("cron", ["0 * * * *", "*/5 9-17 * * MON-FRI", "@daily",
+                                  "0 0 * MAR,APR THU", "0 0 L * *",
                                   "0 0 29 2 *", "  0   *  * * *  ", "*/2 * * * * *"])
 def test_good_crons_pass(cron: str) -> None:
     assert check_cron(cron) == " ".join(cron.split())
