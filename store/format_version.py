@@ -139,6 +139,12 @@ async def has_sessions(redis: Redis, keys: Keys) -> bool:
     return False
 
 
+async def has_data(redis: Redis, keys: Keys) -> bool:
+    """Anything of 0.1.0's here: its recorded shard count, or sessions."""
+    return bool(await redis.hexists(keys.config(), "shards")) or await has_sessions(redis,
+                                                                                    keys)
+
+
 async def read_recorded(redis: Redis, keys: Keys) -> int | None:
     return parse_recorded(await redis.hget(keys.config(), FORMAT_FIELD))
 
@@ -152,7 +158,7 @@ async def upgrade(redis: Redis, scripts: Scripts, keys: Keys, *, current: int = 
                       wait_s=wait_s):
         recorded = await read_recorded(redis, keys)
         if recorded is None:
-            recorded = UNRECORDED if await has_sessions(redis, keys) else current
+            recorded = UNRECORDED if await has_data(redis, keys) else current
         if recorded > current:
             raise too_new(keys, recorded, current)
         done = []

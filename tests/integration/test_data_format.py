@@ -207,3 +207,23 @@ async def test_a_started_keyspace_costs_one_read_at_start(settings: DurableSetti
     finally:
         await store.close()
     assert sent == ["HMGET"] + ["XGROUP CREATE"] * store.keys.shards, sent
+
+
+async def test_the_operator_upgrades_0_1_0_data_by_hand(
+        settings: DurableSettings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(settings)
+    try:
+        await store.redis.hset(store.keys.config(), "shards", "1")  # as 0.1.0 left it
+        fleet = Fleet.create(settings.redis_url, settings.key_prefix, tmp_path)
+        before = json.loads((await asyncio.to_thread(fleet.cli, "data-format", "--json")).stdout)
+        assert before["recorded_format"] is None
+        done = await asyncio.to_thread(fleet.cli, "data-format", "--upgrade")
+        assert done.stdout.splitlines() == [
+            "upgraded: record the data format (0.1.0's keys need no change)",
+            f"strands-durable {__version__} reads data format {DATA_FORMAT}; recorded: "
+            f"{DATA_FORMAT}"]
+        again = json.loads((await asyncio.to_thread(
+            fleet.cli, "data-format", "--upgrade", "--json")).stdout)
+        assert again["upgraded"] == [] and again["recorded_format"] == DATA_FORMAT
+    finally:
+        await store.close()
