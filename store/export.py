@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from strands_durable.errors import Conflict, InvalidInput
-from strands_durable.models import SessionStatus, now_iso, now_ms
+from strands_durable.models import SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import dumps
 from strands_durable.store.keys import check_name, check_session_id
@@ -167,6 +167,18 @@ def check_export(doc: SessionExport) -> None:
     spec_hash = doc.meta.get("spec_hash", "")
     if spec_hash and not _SPEC_HASH.fullmatch(spec_hash):
         raise InvalidExport("meta.spec_hash is not a sha256 hex digest")
+    _check_names(doc)
+    _check_stored_json(doc)
+    _check_jobs(doc)
+    _check_event_ids(doc.events)
+    try:  # a lone surrogate (a JSON escape can carry one) is no text Redis can hold
+        json.dumps(doc.model_dump(mode="json"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidExport("the export holds text that is not valid Unicode") from None
+
+
+def _check_names(doc: SessionExport) -> None:
+    """Step keys and lanes of the key rules, each once; the order names results."""
     for name in (*doc.results, *doc.order, *doc.failed):
         check_name("step key", name)
     for lane in doc.conversations:
@@ -179,16 +191,31 @@ def check_export(doc: SessionExport) -> None:
         raise InvalidExport("a step journal appears twice")
     if missing := [s for s in doc.order if s not in doc.results]:
         raise InvalidExport(f"order names step {missing[0][:80]!r}, which has no result")
-    for key, text in doc.results.items():
-        if not isinstance(_json(f"result {key[:80]!r}", text), dict):
-            raise InvalidExport(f"result {key[:80]!r} is not a JSON object")
+
+
+def _check_stored_json(doc: SessionExport) -> None:
+    """What is stored as JSON objects is JSON objects: results, messages, checkpoints."""
+    texts = ([(f"result {k[:80]!r}", t) for k, t in doc.results.items()]
+             + [(f"checkpoint {n}", t) for n, t in enumerate(doc.checkpoints)]
+             + [(f"lane {c.lane[:80]!r} item {n}", t)
+                for c in doc.conversations for n, t in enumerate(c.items)])
+    for what, text in texts:
+        if not isinstance(_json(what, text), dict):
+            raise InvalidExport(f"{what} is not a JSON object")
+
+
+def _check_jobs(doc: SessionExport) -> None:
+    """Every job is a step job of this session."""
     for what, job in _jobs(doc):
         parsed = _json(what, job)
         owner = parsed.get("session_id") if isinstance(parsed, dict) else None
         if owner != doc.session_id:
             raise InvalidExport(f"{what} belongs to session {str(owner)[:40]!r}, "
                                 f"not {doc.session_id}")
-    _check_event_ids(doc.events)
+        try:
+            StepJob.from_json(job)
+        except (TypeError, ValueError):
+            raise InvalidExport(f"{what} is not a step job") from None
 
 
 def _check_event_ids(events: list[ExportedEvent]) -> None:

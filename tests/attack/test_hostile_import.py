@@ -96,6 +96,14 @@ HOSTILE: dict[str, tuple[Callable[[Doc], Any], str]] = {
                                   "order names step 'nope', which has no result"),
     "an unknown status": (lambda d: {**d, "meta": {**d["meta"], "status": "owned"}},
                           "meta.status 'owned' is not a session status"),
+    "a lone surrogate": (lambda d: {**d, "meta": {**d["meta"], "workflow_name": "\ud800"}},
+                         "not valid Unicode"),
+    "a message that is not an object": (
+        lambda d: {**d, "conversations": [{"lane": "a", "items": ["[1]"]}]},
+        "lane 'a' item 0 is not a JSON object"),
+    "a job that is no step job": (
+        lambda d: {**d, "queued": [json.dumps({"session_id": d["session_id"], "rm": "-rf"})]},
+        "queued job 0 is not a step job"),
     "events out of order": (lambda d: {**d, "events": d["events"][::-1]}, "out of order"),
     "an event id that is not one": (
         lambda d: {**d, "events": [{"id": "*", "fields": {"type": "x"}}]},
@@ -108,7 +116,9 @@ async def test_a_hostile_document_is_refused_and_nothing_is_written(
         api: httpx.AsyncClient, target: Store, exported: Doc, case: str) -> None:
     change, message = HOSTILE[case]
     before = await snapshot(target)
-    r = await api.post("/v1/sessions/import", json=change(exported))
+    # As JSON escapes (ASCII): a lone surrogate travels as one.
+    r = await api.post("/v1/sessions/import", content=json.dumps(change(exported)),
+                       headers={"content-type": "application/json"})
     err = error_of(r, 422)
     assert err["code"] in ("invalid_export", "invalid_id"), err
     assert message in err["message"], err["message"]
