@@ -25,6 +25,8 @@ from strands_durable.store.keys import new_session_id
 from strands_durable.store.store import Store
 from strands_durable.version import __version__
 
+EVENTS_SLACK = 1_000  # MAXLEN ~ trims whole nodes of 100 entries: a capped stream runs over
+
 __all__ = ["ImportedSession", "export_session", "export_text", "import_session", "parse_export"]
 
 
@@ -74,6 +76,10 @@ async def import_session(store: Store, doc: SessionExport, *, new_id: bool = Fal
     """Check `doc` and write it; under a fresh id with `new_id`, in `namespace` when one
     is given (an API token's). SessionExists when the id is taken (nothing written)."""
     check_export(doc)
+    # A session's events are capped (approximately: whole stream nodes) at events_max.
+    if len(doc.events) > store.events_max + EVENTS_SLACK:
+        raise InvalidExport(f"the export has {len(doc.events)} events; a session keeps at "
+                            f"most about {store.events_max} (DURABLE_EVENTS_MAX)")
     source = doc.session_id
     if new_id:
         shards = store.keys.shards

@@ -199,3 +199,17 @@ async def test_the_cli_refuses_in_one_line_with_exit_2(
     assert durable(redis_server, prefix, "import", str(good)).returncode == 0
     again = durable(redis_server, prefix, "import", str(good))
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+async def test_more_events_than_a_session_keeps_are_refused(
+        settings: DurableSettings, target: Store, exported: Doc) -> None:
+    """The import script writes every event: their count is bounded by DURABLE_EVENTS_MAX,
+    not by the document's size alone."""
+    app = make_app(settings, key_prefix=target.keys.prefix, events_max=100)
+    flood = {**exported, "events": [{"id": f"1-{n}", "fields": {"type": "x"}}
+                                    for n in range(1, 1_200)]}
+    before = await snapshot(target)
+    async with asgi_client(app) as api:
+        err = error_of(await api.post("/v1/sessions/import", json=flood), 422)
+    assert "1199 events" in err["message"] and "DURABLE_EVENTS_MAX" in err["message"]
+    assert await snapshot(target) == before
