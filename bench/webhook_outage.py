@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,11 +144,16 @@ class Roles:
                 p.kill()
 
 
-def pause(roles: Roles, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        roles.tick()
-        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+def killer(roles: Roles, done: threading.Event) -> threading.Thread:
+    """Kills on their own clock (a submit takes seconds of its own)."""
+
+    def loop() -> None:
+        while not done.wait(0.2):
+            roles.tick()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
 
 
 def run(drill: Drill, workdir: Path) -> int:
@@ -161,6 +167,8 @@ def run(drill: Drill, workdir: Path) -> int:
     roles.start_worker()
     if not drill.down:
         receiver.start()
+    done = threading.Event()
+    kills = killer(roles, done)
     try:
         expected = drive(drill, roles, receiver, workdir)
         came_back = time.monotonic()
@@ -168,11 +176,13 @@ def run(drill: Drill, workdir: Path) -> int:
             receiver.start()
         deadline = came_back + drill.drain_timeout_s
         while len(receiver.processed) < sum(expected.values()) and time.monotonic() < deadline:
-            pause(roles, 0.5)
+            time.sleep(0.5)
         drained = time.monotonic() - came_back
         counts, most = asyncio.run(outbox_counts(settings))
         return report(expected, receiver, counts, most, drained, drill, roles.kills)
     finally:
+        done.set()
+        kills.join(timeout=60)
         receiver.stop()
         roles.stop()
         redis.stop()
@@ -191,8 +201,8 @@ def drive(drill: Drill, roles: Roles, receiver: WebhookReceiver, workdir: Path
         spec.write_text(SPEC.format(n=n, failing=FAILING if failing else ""))
         submit(roles.env, spec, receiver.url)
         expected["session.failed" if failing else "session.completed"] += 1
-        pause(roles, started + (n + 1) * gap - time.monotonic())
-    pause(roles, started + drill.outage_s - time.monotonic())
+        time.sleep(max(0.0, started + (n + 1) * gap - time.monotonic()))
+    time.sleep(max(0.0, started + drill.outage_s - time.monotonic()))
     return expected
 
 
