@@ -224,6 +224,8 @@ def _check_event_ids(events: list[ExportedEvent]) -> None:
         if not _EVENT_ID.fullmatch(event.id):
             raise InvalidExport(f"event id {event.id[:40]!r} is not a stream id (ms-seq)")
         ms, seq = (int(p) for p in event.id.split("-"))
+        if max(ms, seq) >= 2**64:  # Redis's stream ids are two 64-bit numbers
+            raise InvalidExport(f"event id {event.id} is past a stream id's range")
         if (ms, seq) <= last or not event.fields:
             raise InvalidExport(f"event {event.id} is out of order or empty")
         last = (ms, seq)
@@ -244,6 +246,10 @@ def renamed(doc: SessionExport, new_id: str) -> SessionExport:
 def import_payload(doc: SessionExport, shard: int) -> str:
     """The document as import_session.lua reads it: arrays only, in KEYS' order."""
     meta = {k: v for k, v in doc.meta.items() if k not in LOCAL_META}
+
+    def job(text: str) -> str:  # checked as a step job: written as one, every field set
+        return StepJob.from_json(text).to_json()
+
     return dumps({
         "meta": [[k, v] for k, v in {**meta, "shard": str(shard)}.items()],
         "results": [[k, v] for k, v in doc.results.items()], "order": doc.order,
@@ -251,9 +257,10 @@ def import_payload(doc: SessionExport, shard: int) -> str:
         "lanes": [[c.lane, c.items] for c in doc.conversations],
         "journals": [[j.step, [[k, v] for k, v in j.entries.items()]] for j in doc.journals],
         "artifacts": [[k, v] for k, v in doc.artifacts.items()],
-        "checkpoints": doc.checkpoints, "failed": [[k, v] for k, v in doc.failed.items()],
-        "held": doc.held, "queued": doc.queued,
-        "timers": [[str(t.due_ms), t.job] for t in doc.timers],
+        "checkpoints": doc.checkpoints,
+        "failed": [[k, job(v)] for k, v in doc.failed.items()],
+        "held": [job(j) for j in doc.held], "queued": [job(j) for j in doc.queued],
+        "timers": [[str(t.due_ms), job(t.job)] for t in doc.timers],
         "spec_indexed": bool(doc.meta.get("spec_hash"))})
 
 

@@ -104,6 +104,9 @@ HOSTILE: dict[str, tuple[Callable[[Doc], Any], str]] = {
     "a job that is no step job": (
         lambda d: {**d, "queued": [json.dumps({"session_id": d["session_id"], "rm": "-rf"})]},
         "queued job 0 is not a step job"),
+    "an event id past the range": (
+        lambda d: {**d, "events": [{"id": "18446744073709551616-0", "fields": {"t": "x"}}]},
+        "past a stream id's range"),
     "events out of order": (lambda d: {**d, "events": d["events"][::-1]}, "out of order"),
     "an event id that is not one": (
         lambda d: {**d, "events": [{"id": "*", "fields": {"type": "x"}}]},
