@@ -16,6 +16,7 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
+import json
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -25,7 +26,7 @@ from strands_durable.addresses import literal_address, refused_address
 from strands_durable.errors import InvalidInput
 
 __all__ = ["ALLOW_SETTING", "WEBHOOK_EVENTS", "InvalidWebhook", "WebhookSubscription",
-           "backoff_ms", "check_secret", "check_url", "fingerprint", "sign"]
+           "backoff_ms", "check_secret", "check_url", "fingerprint", "sign", "without_secret"]
 
 # What a subscription may ask to hear about (`events`; none given: all of them).
 WEBHOOK_EVENTS = ("completed", "failed", "cancelled", "paused", "waiting_for_human")
@@ -159,6 +160,18 @@ class WebhookSubscription(BaseModel):
             return cls.model_validate_json(text)
         except ValueError:
             return None
+
+
+def without_secret(stored: str) -> str:
+    """A stored subscription (a session's `webhook` meta field) as it may be shown or
+    exported: its secret replaced by the secret's fingerprint; '' when unreadable."""
+    sub = WebhookSubscription.from_stored(stored)
+    if sub is None:
+        return ""
+    shown = sub.model_dump(exclude_none=True)
+    if sub.secret:
+        shown["secret"] = fingerprint(sub.secret)
+    return json.dumps(shown, separators=(",", ":"))
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:

@@ -41,6 +41,7 @@ from strands_durable.webhooks import (
     check_url,
     fingerprint,
     sign,
+    without_secret,
 )
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -143,6 +144,9 @@ def test_a_subscription_hides_its_secret_and_checks_its_events() -> None:
     assert SECRET not in repr(sub) and sub.wants("failed") and not sub.wants("completed")
     assert WebhookSubscription.from_stored(sub.stored()) == sub
     assert WebhookSubscription.from_stored("not json") is None
+    shown = without_secret(sub.stored())
+    assert SECRET not in shown and fingerprint(SECRET) in shown and '"failed"' in shown
+    assert without_secret("garbage") == ""
     with pytest.raises(ValidationError, match="unknown webhook event"):
         WebhookSubscription(url="https://example.com/h", events=["exploded"])
     with pytest.raises(ValidationError):
