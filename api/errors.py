@@ -45,7 +45,7 @@ ERROR_CODES: tuple[str, ...] = (
     "nothing_to_requeue", "fork_refused", "session_busy", "session_running", "lock_lost",
     "lease_lost", "schedule_exists",
     # unavailable (503)
-    "unavailable", "misconfigured", "local_store_unavailable", "overloaded",
+    "unavailable", "misconfigured", "local_store_unavailable", "overloaded", "import_failed",
     # a step's own failures (recorded on the session; listed for completeness)
     "step_failed", "provider_error", "capacity_exhausted",
 )

@@ -15,8 +15,9 @@ import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import ResponseError
 
-from strands_durable.errors import Conflict, InvalidInput
+from strands_durable.errors import Conflict, InvalidInput, Unavailable
 from strands_durable.models import SessionStatus, StepJob, now_iso, now_ms
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import dumps
@@ -89,6 +90,13 @@ class InvalidExport(InvalidInput):
     """An export document that cannot be imported; nothing was written."""
 
     code = "invalid_export"
+
+
+class ImportFailed(Unavailable):
+    """The import script failed part way (Redis refused a write: memory, say); what it
+    had written was taken back."""
+
+    code = "import_failed"
 
 
 class SessionExists(Conflict):
@@ -288,7 +296,18 @@ class TransferOps(StoreBase):
         session is there already (nothing written)."""
         k, sid = self.keys, doc.session_id
         shard = k.shard(sid)
-        verdict = await self.scripts.import_session(
+        try:
+            verdict = await self._import(doc, shard)
+        except ResponseError as exc:
+            if "nothing written" not in str(exc):
+                raise
+            raise ImportFailed(f"session {sid}: {exc}") from None
+        if verdict == "exists":
+            raise SessionExists(sid)
+
+    async def _import(self, doc: SessionExport, shard: int) -> str:
+        k, sid = self.keys, doc.session_id
+        return await self.scripts.import_session(
             keys=ImportKeys(
                 meta=k.meta(sid), results=k.results(sid), order=k.order(sid),
                 events=k.events(sid), conversations=k.conversations(sid),
@@ -301,5 +320,3 @@ class TransferOps(StoreBase):
                 index=self._index(shard)),
             args=ImportArgs(session_id=sid, document=import_payload(doc, shard),
                             now_ms=now_ms(), lanes_count=len(doc.conversations)))
-        if verdict == "exists":
-            raise SessionExists(sid)
