@@ -72,7 +72,7 @@ async def _workers(store: Store, window_s: float) -> tuple[list[WorkerInfo], int
 @router.get("/metrics", response_class=Response, dependencies=[Depends(require_token)],
             responses={200: {"content": {CONTENT_TYPE: {}},
                              "description": "Prometheus text format"},
-                       **error_responses(401, 503)})
+                       **error_responses(401, 403, 429, 503)})
 async def metrics(store: StoreDep, settings: SettingsDep) -> Response:
     """Prometheus metrics: this process's, and the fleet's read from Redis."""
     body = await render_api_metrics(store, heartbeat_s=settings.heartbeat_s)
