@@ -30,7 +30,7 @@ from strands_durable.settings import DurableSettings
 from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.store import Store
 from strands_durable.store.webhooks import WebhookEntry
-from strands_durable.webhooks import backoff_ms, sign
+from strands_durable.webhooks import WebhookSubscription, backoff_ms, sign
 
 log = logging.getLogger("durable.webhooks")
 
@@ -66,6 +66,16 @@ def settle_plan(entry: WebhookEntry, attempt: Attempt, now: int, settings: Durab
     return "retry", now + wait
 
 
+def check_settings(settings: DurableSettings) -> WebhookSubscription | None:
+    """The fleet's default subscription; ValueError naming the setting (never a value)
+    when the webhook settings cannot work."""
+    if settings.webhook_lease_s <= settings.webhook_timeout_s:
+        raise ValueError(f"DURABLE_WEBHOOK_LEASE_S ({settings.webhook_lease_s:g}) must "
+                         f"exceed DURABLE_WEBHOOK_TIMEOUT_S ({settings.webhook_timeout_s:g})"
+                         ": an attempt's lease would lapse while it runs")
+    return fleet_subscription(settings)
+
+
 def signed_headers(entry: WebhookEntry, secret: str | None, timestamp: int) -> dict[str, str]:
     headers = {"webhook-id": entry.id, "webhook-timestamp": str(timestamp),
                "content-type": "application/json", "user-agent": USER_AGENT}
@@ -79,13 +89,9 @@ class WebhookService:
 
     def __init__(self, store: Store, settings: DurableSettings,
                  transport: TransportFactory | None) -> None:
-        if settings.webhook_lease_s <= settings.webhook_timeout_s:
-            raise ValueError(f"DURABLE_WEBHOOK_LEASE_S ({settings.webhook_lease_s:g}) must "
-                             f"exceed DURABLE_WEBHOOK_TIMEOUT_S ({settings.webhook_timeout_s:g})"
-                             ": an attempt's lease would lapse while it runs")
         self.store = store
         self.settings = settings
-        self.finder = WebhookFinder(store, settings, fleet_subscription(settings))
+        self.finder = WebhookFinder(store, settings, check_settings(settings))
         self.transport = transport
         self.rounds = 0  # rounds run while leading (tests wait on it)
         self._limit = asyncio.Semaphore(MAX_CONCURRENT)
@@ -187,4 +193,5 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:MAX_ERROR_CHARS]
 
 
-__all__ = ["Attempt", "TransportFactory", "WebhookService", "settle_plan", "signed_headers"]
+__all__ = ["Attempt", "TransportFactory", "WebhookService", "check_settings", "settle_plan",
+           "signed_headers"]

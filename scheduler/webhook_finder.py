@@ -66,7 +66,8 @@ def _first_line(exc: Exception) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors):
         first = errors()[0]
-        return f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        return f"{'.'.join(map(str, first['loc']))}: {message}"
     return str(exc).splitlines()[0]
 
 

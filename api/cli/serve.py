@@ -57,6 +57,12 @@ def scheduler_serve(
     settings = env_settings()
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise fail(f"--metrics-port {metrics_port}: not a port (0-65535)", EXIT_USAGE)
+    from strands_durable.scheduler.webhook_delivery import check_settings
+
+    try:
+        check_settings(settings)
+    except ValueError as exc:  # a setting that cannot work: a usage error, before Redis
+        raise fail(str(exc), EXIT_USAGE) from None
     run_async(run_scheduler(settings, metrics_port, webhook_transport(settings)))
 
 

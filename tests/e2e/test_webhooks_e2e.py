@@ -8,11 +8,12 @@ what they must (exit 2 naming the problem, exit 1 for an unknown entry), no secr
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import RedisServer
-from helpers.fleet import Fleet
+from helpers.fleet import Fleet, durable_bin
 
 from bench.webhook_outage import SECRET, Drill, run
 from strands_durable.models import now_ms
@@ -78,3 +79,13 @@ async def test_the_cli_lists_and_retries_and_refuses_hostile_input(
         done = fleet.cli(*args, check=False)
         assert done.returncode == code, (args, done.stdout, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr) < 2000
+
+    bad_secret = "whsec_bm90IGVub3VnaA=="
+    for env, named in [({"DURABLE_WEBHOOK_URL": "https://example.com/h",
+                         "DURABLE_WEBHOOK_SECRET": bad_secret}, "DURABLE_WEBHOOK_URL"),
+                       ({"DURABLE_WEBHOOK_URL": "http://169.254.169.254/"}, "ALLOW"),
+                       ({"DURABLE_WEBHOOK_LEASE_S": "5"}, "DURABLE_WEBHOOK_LEASE_S")]:
+        refused = subprocess.run([*durable_bin(), "scheduler"], env={**fleet.env, **env},
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and named in refused.stderr, refused.stderr
+        assert bad_secret not in refused.stderr + refused.stdout
