@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from strands_durable.access import DEFAULT_NAMESPACE, AuditEntry, TokenRecord
 from strands_durable.store.codec import as_entries, as_str
 from strands_durable.store.quotas import QuotaOps
+from strands_durable.store.script_access import TokenSaveArgs, TokenSaveKeys
 
 AUDIT_MAX = 100_000  # entries kept per namespace (approximately: MAXLEN ~)
 MAX_TOKENS = 10_000  # tokens a fleet may hold (revoked ones included, until purged)
@@ -45,16 +46,11 @@ class AccessOps(QuotaOps):
     async def any_tokens(self) -> bool:
         return bool(await self.redis.exists(self.keys.tokens()))
 
-    async def save_token(self, record: TokenRecord) -> None:
+    async def save_token(self, record: TokenRecord) -> bool:
         """Rewrite a token's record (revocation): only one that exists."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            await pipe.watch(self.keys.tokens())
-            if not await pipe.hexists(self.keys.tokens(), record.id):
-                await pipe.unwatch()
-                return
-            pipe.multi()
-            pipe.hset(self.keys.tokens(), record.id, record.model_dump_json())
-            await pipe.execute()
+        return await self.scripts.token_save(
+            keys=TokenSaveKeys(self.keys.tokens()),
+            args=TokenSaveArgs(token_id=record.id, record=record.model_dump_json()))
 
     async def drop_tokens(self, token_ids: Sequence[str]) -> int:
         if not token_ids:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import ValidationError
-from redis.exceptions import WatchError
 
 from strands_durable.access import NamespaceQuota
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str
+from strands_durable.store.script_access import QuotaPlaceArgs, QuotaPlaceKeys
 
 
 class QuotaOps(StoreBase):
@@ -35,31 +35,20 @@ class QuotaOps(StoreBase):
     async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int
                             ) -> bool:
         """Add `member` to the namespace's active set if it holds fewer than `limit`
-        (checked and added atomically: WATCH, retried when another submit raced us)."""
-        key = self.keys.quota_part(namespace, "active")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    await pipe.watch(key)
-                    if await pipe.zcard(key) >= limit:
-                        await pipe.unwatch()
-                        return False
-                    pipe.multi()
-                    pipe.zadd(key, {member: now_ms})
-                    await pipe.execute()
-                    return True
-                except WatchError:
-                    continue
+        (checked and added in one script: no two submits take the last place)."""
+        return await self.scripts.quota_place(
+            keys=QuotaPlaceKeys(self.keys.quota_part(namespace, "active")),
+            args=QuotaPlaceArgs(member=member, limit=limit, now_ms=now_ms))
 
     async def settle_place(self, namespace: str, reservation: str, session_id: str | None,
                            now_ms: int) -> None:
-        """A reservation becomes the session it was for (or is dropped: None)."""
+        """A reservation becomes the session it was for (or is dropped: None). The
+        session is added before the reservation goes: for a moment the namespace counts
+        one more, never one less."""
         key = self.keys.quota_part(namespace, "active")
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrem(key, reservation)
-            if session_id is not None:
-                pipe.zadd(key, {session_id: now_ms})
-            await pipe.execute()
+        if session_id is not None:
+            await self.redis.zadd(key, {session_id: now_ms})
+        await self.redis.zrem(key, reservation)
 
     async def active_places(self, namespace: str) -> list[tuple[str, int]]:
         rows = await self.redis.zrange(self.keys.quota_part(namespace, "active"), 0, -1,
