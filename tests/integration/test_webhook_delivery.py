@@ -251,3 +251,19 @@ async def test_writers_clocks_fast_or_slow_lose_no_event(
     assert (await finder.round(now + 1_000)).recorded == 1
     assert (await finder.round(now + 2_000)).recorded == 0
     assert {e.session_id for e, _ in await store.list_webhooks("pending", 10)} == {fast, slow}
+
+
+async def test_deleting_a_session_drops_its_webhook_cursor_and_records_nothing_after(
+        hooked: DurableSettings, store: Store, receiver: WebhookReceiver) -> None:
+    from strands_durable.sessions.deletion import delete_session
+
+    async with worker(hooked, store):
+        sid = await submit(store, receiver.url, spec(steps=1))
+        await wait_for(lambda: _status(store, sid, "completed"), 60, what="completion")
+    finder = SchedulerService(hooked, store).webhooks.finder
+    assert await finder.visit(sid, "completed", 1.0, now_ms()) == 1
+    assert await store.redis.exists(store.keys.webhook_cursor(sid))
+    await delete_session(store, sid)
+    assert not await store.redis.exists(store.keys.webhook_cursor(sid))
+    assert await finder.visit(sid, "completed", 2.0, now_ms()) == 0
+    assert not await store.redis.exists(store.keys.webhook_cursor(sid))  # not written back
