@@ -16,7 +16,6 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
-import json
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
@@ -163,15 +162,11 @@ class WebhookSubscription(BaseModel):
 
 
 def without_secret(stored: str) -> str:
-    """A stored subscription (a session's `webhook` meta field) as it may be shown or
-    exported: its secret replaced by the secret's fingerprint; '' when unreadable."""
+    """A stored subscription (a session's `webhook` meta field) as it may leave the
+    fleet (an export): still a subscription, without its secret (where it is imported,
+    that fleet's DURABLE_WEBHOOK_SECRET signs); '' when unreadable."""
     sub = WebhookSubscription.from_stored(stored)
-    if sub is None:
-        return ""
-    shown = sub.model_dump(exclude_none=True)
-    if sub.secret:
-        shown["secret"] = fingerprint(sub.secret)
-    return json.dumps(shown, separators=(",", ":"))
+    return sub.model_copy(update={"secret": None}).stored() if sub is not None else ""
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: str) -> str:

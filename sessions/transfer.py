@@ -24,6 +24,7 @@ from strands_durable.store.export import (
 from strands_durable.store.keys import new_session_id
 from strands_durable.store.store import Store
 from strands_durable.version import __version__
+from strands_durable.webhooks import without_secret
 
 EVENTS_SLACK = 1_000  # MAXLEN ~ trims whole nodes of 100 entries: a capped stream runs over
 
@@ -43,6 +44,9 @@ async def export_session(store: Store, session_id: str) -> SessionExport:
     doc = await store.export_session(session_id)
     if doc is None:
         raise SessionNotFound(session_id)
+    if doc.meta.get("webhook"):  # its webhook's signing secret never leaves the fleet
+        doc = doc.model_copy(update={"meta": {**doc.meta, "webhook": without_secret(
+            doc.meta["webhook"])}})
     return doc
 
 

@@ -6,6 +6,7 @@ retried with backoff through an outage; leases, dead letters and retries."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -267,3 +268,17 @@ async def test_deleting_a_session_drops_its_webhook_cursor_and_records_nothing_a
     assert not await store.redis.exists(store.keys.webhook_cursor(sid))
     assert await finder.visit(sid, "completed", 2.0, now_ms()) == 0
     assert not await store.redis.exists(store.keys.webhook_cursor(sid))  # not written back
+
+
+async def test_an_export_carries_the_subscription_but_never_its_secret(
+        hooked: DurableSettings, store: Store, receiver: WebhookReceiver) -> None:
+    from strands_durable.sessions.transfer import export_session, export_text
+
+    sid = await submit(store, receiver.url, spec(steps=1), secret=OTHER_SECRET,
+                       events=["failed"])
+    text = export_text(await export_session(store, sid))
+    assert OTHER_SECRET not in text and OTHER_SECRET.removeprefix("whsec_") not in text
+    doc = json.loads(text)
+    meta = dict(doc["meta"])
+    kept = WebhookSubscription.from_stored(meta["webhook"])
+    assert kept == WebhookSubscription(url=receiver.url, events=["failed"])

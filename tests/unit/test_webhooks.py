@@ -145,7 +145,8 @@ def test_a_subscription_hides_its_secret_and_checks_its_events() -> None:
     assert WebhookSubscription.from_stored(sub.stored()) == sub
     assert WebhookSubscription.from_stored("not json") is None
     shown = without_secret(sub.stored())
-    assert SECRET not in shown and fingerprint(SECRET) in shown and '"failed"' in shown
+    assert SECRET not in shown and WebhookSubscription.from_stored(shown) == \
+        sub.model_copy(update={"secret": None})
     assert without_secret("garbage") == ""
     with pytest.raises(ValidationError, match="unknown webhook event"):
         WebhookSubscription(url="https://example.com/h", events=["exploded"])
