@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import getpass
 import inspect
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -111,11 +109,7 @@ def as_client_error(exc: ApiError) -> ClientError:
 
 def python_actor() -> str:
     """Who a Redis-backed client acts as in the audit trail (it holds no token)."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"python:{user}@{socket.gethostname()}"[:200]
+    return access.local_actor("python")
 
 
 def redis_down(exc: Exception) -> ConnectionFailed:
@@ -259,13 +253,19 @@ class RedisBackend(RedisSchedules):
             if not isinstance(item, Idle):
                 yield item
 
+    async def _audit(self, action: str, session_id: str, namespace: str | None = None) -> None:
+        await access.record_action(self.store, action, session_id, actor=python_actor(),
+                                   source="python", namespace=namespace)
+
     async def pause(self, session_id: str) -> ActionResponse:
-        return ActionResponse(session_id=session_id,
-                              status=await control.pause(self.store, session_id))
+        status = await control.pause(self.store, session_id)
+        await self._audit("pause", session_id)
+        return ActionResponse(session_id=session_id, status=status)
 
     async def cancel(self, session_id: str) -> ActionResponse:
-        return ActionResponse(session_id=session_id,
-                              status=await control.cancel(self.store, session_id))
+        status = await control.cancel(self.store, session_id)
+        await self._audit("cancel", session_id)
+        return ActionResponse(session_id=session_id, status=status)
 
     async def resume(self, session_id: str, changes: Changes) -> ActionResponse:
         req = checked(ResumeRequest, wire.resume_body(
@@ -275,6 +275,7 @@ class RedisBackend(RedisSchedules):
         outcome = await control.resume(self.store, session_id, variables=req.variables,
                                        budget_sets=req.budgets.model_dump(exclude_none=True),
                                        new_spec=new_spec)
+        await self._audit("resume", session_id)
         return ActionResponse(session_id=session_id, status=outcome.status,
                               notes=outcome.notes)
 
@@ -284,12 +285,14 @@ class RedisBackend(RedisSchedules):
         new_sid = await fork_from_checkpoint(
             self.store, session_id, checkpoint, variables=req.variables,
             budget_sets=req.budgets.model_dump(exclude_none=True))
+        await self._audit("fork", session_id)
         record = await self.store.get_session(new_sid)
         return ForkResponse(session_id=new_sid, forked_from=session_id, checkpoint=checkpoint,
                             status=record.status.value)
 
     async def signal(self, session_id: str, response: str) -> ActionResponse:
         outcome = await control.resume(self.store, session_id, hitl_response=response)
+        await self._audit("signal", session_id)
         return ActionResponse(session_id=session_id, status=outcome.status,
                               notes=outcome.notes)
 
@@ -298,10 +301,14 @@ class RedisBackend(RedisSchedules):
         req = checked(RequeueRequest, wire.requeue_body(step=step, dead=dead, dry_run=dry_run))
         report = await do_requeue(self.store, session_id, step=req.step, dead=req.dead,
                                   dry_run=req.dry_run)
+        if not req.dry_run and session_id is not None:
+            await self._audit("requeue", session_id)
         return RequeueResponse.model_validate(report.to_dict())
 
     async def delete(self, session_id: str) -> None:
+        namespace = await self.store.session_namespace(session_id)
         await delete_session(self.store, session_id)
+        await self._audit("delete", session_id, namespace)
 
     async def artifacts(self, session_id: str) -> ArtifactList:
         await self.store.get_session(session_id)

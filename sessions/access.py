@@ -4,6 +4,9 @@ token names (or of `default` for a token over every namespace)."""
 
 from __future__ import annotations
 
+import getpass
+import socket
+
 from strands_durable.access import (
     ALL_NAMESPACES,
     DEFAULT_NAMESPACE,
@@ -38,6 +41,27 @@ class TokenRefused(InvalidInput):
     """A token request that cannot be granted as asked (role, namespaces, expiry)."""
 
     code = "invalid_token_request"
+
+
+def local_actor(kind: str) -> str:
+    """Who an operator's own command acts as in the audit trail (`cli:user@host`): it
+    holds no token, it has Redis."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{kind}:{user}@{socket.gethostname()}"[:200]
+
+
+async def record_action(store: Store, action: str, session_id: str, *, actor: str,
+                        source: str, namespace: str | None = None, detail: str = "") -> None:
+    """A control action on a session, in its namespace's trail (read unless given: read
+    it before a delete)."""
+    if namespace is None:
+        namespace = await store.session_namespace(session_id) or DEFAULT_NAMESPACE
+    await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action=action,
+                                     target=session_id, namespace=namespace, source=source,
+                                     detail=detail[:500]))
 
 
 def _trails(namespaces: list[str]) -> list[str]:

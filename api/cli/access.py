@@ -4,8 +4,6 @@ them can reach Redis, which is more than any token grants)."""
 
 from __future__ import annotations
 
-import getpass
-import socket
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -49,11 +47,7 @@ DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 def cli_actor() -> str:
     """Who runs this command, as the audit trail names them (no token is involved)."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"cli:{user}@{socket.gethostname()}"[:200]
+    return access.local_actor("cli")
 
 
 def parse_duration(text: str) -> float:

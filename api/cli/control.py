@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -25,9 +26,19 @@ from strands_durable.api.cli.common import (
     with_store,
 )
 from strands_durable.errors import DurableError
+from strands_durable.sessions.access import local_actor, record_action
 from strands_durable.spec.loader import load_spec_file, parse_var_args
 from strands_durable.store.keys import check_name, check_session_id
 from strands_durable.store.store import Store
+
+T = TypeVar("T")
+
+
+async def audited(action: Awaitable[T], store: Store, name: str, session_id: str) -> T:
+    """`action` done, then recorded in the session's namespace's audit trail."""
+    done = await action
+    await record_action(store, name, session_id, actor=local_actor("cli"), source="cli")
+    return done
 
 
 def print_new_status(session_id: str, new: str, as_json: bool) -> None:
@@ -42,7 +53,8 @@ def pause(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Pause at the next step boundary: running steps finish and commit."""
     from strands_durable.sessions.control import pause as do_pause
 
-    new = run_async(with_store(lambda store: do_pause(store, session_id)))
+    new = run_async(with_store(lambda store: audited(do_pause(store, session_id), store,
+                                                     "pause", session_id)))
     print_new_status(session_id, new, as_json)
 
 
@@ -51,7 +63,8 @@ def cancel(session_id: SessionIdArg, as_json: JsonOpt = False) -> None:
     """Stop scheduling and mark the session cancelled."""
     from strands_durable.sessions.control import cancel as do_cancel
 
-    new = run_async(with_store(lambda store: do_cancel(store, session_id)))
+    new = run_async(with_store(lambda store: audited(do_cancel(store, session_id), store,
+                                                     "cancel", session_id)))
     print_new_status(session_id, new, as_json)
 
 
@@ -105,6 +118,8 @@ def resume(
             budget_sets=budgets, new_spec=new_spec)
         for note in [] if as_json else outcome.notes:
             err.print(note, highlight=False)
+        await record_action(store, "signal" if hitl_response is not None else "resume",
+                            session_id, actor=local_actor("cli"), source="cli")
         return outcome.status
 
     new = run_async(with_store(body))
@@ -142,8 +157,14 @@ def fork_checkpoint(session_id: str, n: int, var: list[str] | None, set_: list[s
         raise fail(f"--from-checkpoint {n}: checkpoints are numbered from 1", EXIT_USAGE)
     variables, budgets = resume_inputs(var, set_)
 
-    new = run_async(with_store(lambda store: fork_from_checkpoint(
-        store, session_id, n, variables=variables, budget_sets=budgets)))
+    async def body(store: Store) -> str:
+        new = await fork_from_checkpoint(store, session_id, n, variables=variables,
+                                         budget_sets=budgets)
+        await record_action(store, "fork", session_id, actor=local_actor("cli"),
+                            source="cli", detail=f"checkpoint {n} -> {new}")
+        return new
+
+    new = run_async(with_store(body))
     if as_json:
         print_json({"session_id": new, "forked_from": session_id, "checkpoint": n})
         return
@@ -176,7 +197,10 @@ def requeue(
     if session_id is None and step is not None:
         raise fail("requeue: --step needs a session id", EXIT_USAGE)
     report = run_async(with_store(lambda store: do_requeue(
-        store, session_id, step=step, dead=dead, dry_run=dry_run)))
+        store, session_id, step=step, dead=dead, dry_run=dry_run)
+        if dry_run or session_id is None else audited(do_requeue(
+            store, session_id, step=step, dead=dead, dry_run=dry_run), store, "requeue",
+            session_id)))
     if as_json:
         print_json(report.to_dict())
         return

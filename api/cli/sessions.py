@@ -25,6 +25,7 @@ from strands_durable.api.cli.common import (
 from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.api.listing import ListQuery, list_page
 from strands_durable.models import SessionStatus
+from strands_durable.sessions.access import local_actor, record_action
 from strands_durable.sessions.status import (
     SessionSummary,
     session_status,
@@ -88,7 +89,10 @@ def sessions_delete(
         if not yes:
             await store.get_session(session_id)  # an unknown id: not found, not a question
             confirm_delete(session_id, as_json)
+        namespace = await store.session_namespace(session_id)
         await delete_session(store, session_id)
+        await record_action(store, "delete", session_id, actor=local_actor("cli"),
+                            source="cli", namespace=namespace)
 
     run_async(with_store(body))
     if as_json:

@@ -46,9 +46,10 @@ async def test_tokens_and_the_audit_trail_from_the_command_line(
 
     revoked = fleet.cli_json("tokens", "revoke", token_id)
     assert revoked["state"] == "revoked"
+    fleet.cli("pause", sid)
     trail = fleet.cli_json("audit", "--namespace", "team-a")
     assert [(e["action"], e["target"]) for e in trail] == [
-        ("token_revoke", token_id), ("token_create", token_id)]
+        ("pause", sid), ("token_revoke", token_id), ("token_create", token_id)]
     assert all(e["actor"].startswith("cli:") and e["source"] == "cli" for e in trail)
 
     # Hostile or mistaken input: exit 2 naming it, nothing written.
@@ -64,3 +65,21 @@ async def test_tokens_and_the_audit_trail_from_the_command_line(
                                             check=False), 1)
     assert "--namespace" in error_of(fleet.cli("audit", "--namespace", "-x-", check=False), 2)
     assert len(await store.tokens()) == 1
+
+
+async def test_the_redis_backed_client_audits_its_control_actions(store: Store,
+                                                                  settings: object) -> None:
+    from helpers.api import chain_spec
+
+    from strands_durable.client import AsyncClient
+
+    async with AsyncClient.connect_redis(settings.redis_url,  # type: ignore[attr-defined]
+                                         key_prefix=store.keys.prefix) as client:
+        sid = (await client.submit(chain_spec(2))).session_id
+        await client.pause(sid)
+        await client.cancel(sid)
+        await client.delete(sid)
+        trail = (await client.audit(limit=10)).items
+    assert [(e.action, e.target) for e in trail] == [("delete", sid), ("cancel", sid),
+                                                     ("pause", sid)]
+    assert all(e.actor.startswith("python:") and e.source == "python" for e in trail)
