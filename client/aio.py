@@ -347,7 +347,7 @@ class AsyncClient(AsyncSchedules, TransferMethods, AsyncAccess):
     # -- the webhook outbox --------------------------------------------------------------
     async def webhooks(self, *, status: str = "pending", limit: int = 50) -> WebhookList:
         """The webhook outbox's newest entries in `status` (pending, in_flight, delivered,
-        dead), an operate token; never a secret (`durable webhooks list --json`).
+        dead), an admin token; never a secret (`durable webhooks list --json`).
 
         ```python
         for hook in (await client.webhooks(status="dead")).items:

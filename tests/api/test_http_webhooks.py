@@ -20,6 +20,7 @@ pytestmark = pytest.mark.integration
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 URL = "https://hooks.example.com/in?token=sekrit-query"
 UNKNOWN = "msg_00000000-0000-4000-8000-000000000000_1-0"
+TOKEN = "webhooks-admin-token-0123456789"
 
 
 @pytest.mark.parametrize("webhook", [
@@ -102,3 +103,28 @@ async def test_both_client_backends_submit_list_and_retry(
             await client.retry_webhook(UNKNOWN)
         with pytest.raises(InvalidInput):
             await client.webhooks(status="exploded")
+
+
+async def test_roles_and_namespaces(settings: DurableSettings, store: Store) -> None:
+    """The outbox's routes need an admin over every namespace (api/auth.py: it holds
+    every namespace's deliveries); each request still sees only its namespace's entries,
+    and another namespace's entry is answered as absent (404)."""
+    from helpers.api import asgi_client, make_app
+
+    app = make_app(settings, api_token=TOKEN)
+    async with asgi_client(app, token=TOKEN) as admin:
+        r = await admin.post("/v1/tokens", json={"role": "operate", "namespaces": ["default"]})
+        operator = str(r.json()["token"])
+        sid = await submit(admin, chain_spec(3), webhook={"url": URL})
+        assert (await admin.post(f"/v1/sessions/{sid}/cancel")).status_code == 200
+        assert await SchedulerService(settings, store).webhooks.finder.visit(
+            sid, "cancelled", 1.0, now_ms()) == 1
+        listed = await admin.get("/v1/webhooks")
+        assert listed.status_code == 200, listed.text
+        [hook] = listed.json()["items"]
+        admin.headers["X-Durable-Namespace"] = "team-a"
+        assert (await admin.get("/v1/webhooks")).json()["items"] == []
+        assert error_of(await admin.post(f"/v1/webhooks/{hook['id']}/retry"), 404)
+    async with asgi_client(app, token=operator) as c:
+        assert error_of(await c.get("/v1/webhooks"), 403)["details"]["needs"] == "admin"
+        assert error_of(await c.post(f"/v1/webhooks/{hook['id']}/retry"), 403)
