@@ -203,6 +203,8 @@ class RedisBackend(RedisSchedules):
         planned = with_webhook(with_priority(planned, body.priority), body.webhook,
                                self.settings.webhook_allow_list)
         sid, created = await create_within_quota(store, planned)
+        if created:
+            await self._audit("submit", sid, planned.namespace)
         record = await store.get_session(sid)
         return SubmitResponse(session_id=sid, status=record.status, created=created)
 

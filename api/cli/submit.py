@@ -23,6 +23,7 @@ from strands_durable.api.cli.common import (
     run_async,
     with_store,
 )
+from strands_durable.sessions.access import local_actor, record_action
 from strands_durable.sessions.quotas import create_within_quota
 from strands_durable.sessions.start import in_namespace
 from strands_durable.store.keys import check_token
@@ -54,7 +55,11 @@ def submit(
                                                    script_replace),
                                               idempotency_key, priority, webhook), namespace)
         await store.prepare()
-        return await create_within_quota(store, planned)
+        sid, created = await create_within_quota(store, planned)
+        if created:
+            await record_action(store, "submit", sid, actor=local_actor("cli"), source="cli",
+                                namespace=namespace, detail=planned.workflow_name)
+        return sid, created
 
     sid, created = run_async(with_store(body, fleet=True))
     if as_json:

@@ -49,7 +49,8 @@ async def test_tokens_and_the_audit_trail_from_the_command_line(
     fleet.cli("pause", sid)
     trail = fleet.cli_json("audit", "--namespace", "team-a")
     assert [(e["action"], e["target"]) for e in trail] == [
-        ("pause", sid), ("token_revoke", token_id), ("token_create", token_id)]
+        ("pause", sid), ("token_revoke", token_id), ("submit", sid),
+        ("token_create", token_id)]
     assert all(e["actor"].startswith("cli:") and e["source"] == "cli" for e in trail)
 
     # Hostile or mistaken input: exit 2 naming it, nothing written.
@@ -81,5 +82,5 @@ async def test_the_redis_backed_client_audits_its_control_actions(store: Store,
         await client.delete(sid)
         trail = (await client.audit(limit=10)).items
     assert [(e.action, e.target) for e in trail] == [("delete", sid), ("cancel", sid),
-                                                     ("pause", sid)]
+                                                     ("pause", sid), ("submit", sid)]
     assert all(e.actor.startswith("python:") and e.source == "python" for e in trail)
