@@ -47,3 +47,18 @@ def test_the_api_document_shows_the_version() -> None:
 
     app = create_app(DurableSettings(redis_url="memory://"))
     assert app.version == __version__
+
+
+def test_the_helm_chart_ships_this_release() -> None:
+    """The chart's appVersion is the release it deploys (and its own version moves with
+    it): a release that forgets the chart fails here."""
+    from pathlib import Path
+
+    import yaml
+
+    from strands_durable.version import __version__
+
+    chart = yaml.safe_load((Path(__file__).resolve().parents[2] / "helm" / "strands-durable"
+                            / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    assert chart["version"] == __version__
