@@ -282,3 +282,20 @@ async def test_an_export_carries_the_subscription_but_never_its_secret(
     meta = dict(doc["meta"])
     kept = WebhookSubscription.from_stored(meta["webhook"])
     assert kept == WebhookSubscription(url=receiver.url, events=["failed"])
+
+
+async def test_the_network_guard_refuses_a_private_receiver_at_delivery(
+        hooked: DurableSettings, store: Store, receiver: WebhookReceiver) -> None:
+    """A URL that passed the submit-time check (or was stored before the operator's
+    DURABLE_WEBHOOK_ALLOW changed) still goes through the HTTP tools' network guard at
+    each delivery: a loopback receiver not allowed gets nothing."""
+    closed = hooked.model_copy(update={"webhook_allow": ""})
+    async with scheduler(closed), worker(closed, store):
+        await submit(store, receiver.url, spec(steps=1))
+
+        async def refused() -> list[WebhookEntry]:
+            return [e for e, _ in await store.list_webhooks("pending", 5) if e.attempts >= 1]
+
+        [entry] = await wait_for(refused, 60, what="a refused attempt")
+    assert "refused" in entry.last_error and "DURABLE_WEBHOOK_ALLOW" in entry.last_error
+    assert receiver.requests == 0
