@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from fastapi import APIRouter, Depends, Request, Response
 
 from strands_durable.access import DEFAULT_NAMESPACE
-from strands_durable.api.auth import namespace_of
+from strands_durable.api.auth import audit, namespace_of
 from strands_durable.api.deps import RenderStageDep, SettingsDep, StoreDep, ensure_prepared
 from strands_durable.api.errors import ApiError
 from strands_durable.api.schemas import error_responses
@@ -113,8 +113,9 @@ async def list_schedules(store: StoreDep) -> ScheduleList:
 
 @router.post("", status_code=201, response_model=ScheduleView,
              responses=error_responses(409, e409="A schedule by that name exists"))
-async def create_schedule(body: ScheduleCreate, response: Response, store: StoreDep,
-                          stage: RenderStageDep, settings: SettingsDep) -> ScheduleView:
+async def create_schedule(body: ScheduleCreate, request: Request, response: Response,
+                          store: StoreDep, stage: RenderStageDep, settings: SettingsDep
+                          ) -> ScheduleView:
     """Create a schedule: the spec (checked now, and kept as it is now) starts a session at
     every tick of `cron`, fired once each by the scheduler's leader."""
     allow = settings.webhook_allow_list
@@ -123,6 +124,7 @@ async def create_schedule(body: ScheduleCreate, response: Response, store: Store
     assert work is not None
     loaded = await stage.run(load_only, work)
     view = await create_loaded(store, body, loaded, allow)
+    await audit(request, "schedule_create", body.name)
     response.headers["Location"] = f"/v1/schedules/{body.name}"
     return view
 
@@ -134,33 +136,44 @@ async def get_schedule(name: ScheduleNamePath, store: StoreDep) -> ScheduleView:
 
 
 @router.patch("/{name}", response_model=ScheduleView, responses=NOT_FOUND)
-async def update_schedule(name: ScheduleNamePath, body: ScheduleUpdate, store: StoreDep,
-                          stage: RenderStageDep, settings: SettingsDep) -> ScheduleView:
+async def update_schedule(name: ScheduleNamePath, body: ScheduleUpdate, request: Request,
+                          store: StoreDep, stage: RenderStageDep, settings: SettingsDep
+                          ) -> ScheduleView:
     """Change a schedule: a new spec, variables over the stored ones, timing, webhook."""
     allow = settings.webhook_allow_list
     check_options(body, allow, await store.get_schedule(name))
     work = spec_work(body)
     loaded = await stage.run(load_only, work) if work is not None else None
-    return await update_loaded(store, name, body, loaded, allow)
+    view = await update_loaded(store, name, body, loaded, allow)
+    await audit(request, "schedule_update", name)
+    return view
 
 
 @router.delete("/{name}", status_code=204, responses=NOT_FOUND)
-async def delete_schedule(name: ScheduleNamePath, store: StoreDep) -> Response:
+async def delete_schedule(name: ScheduleNamePath, store: StoreDep, request: Request
+                          ) -> Response:
     """Delete a schedule and its run history; its sessions stay."""
     await store.delete_schedule(name)
+    await audit(request, "schedule_delete", name)
     return Response(status_code=204)
 
 
 @router.post("/{name}/pause", response_model=ScheduleView, responses=NOT_FOUND)
-async def pause_schedule(name: ScheduleNamePath, store: StoreDep) -> ScheduleView:
+async def pause_schedule(name: ScheduleNamePath, store: StoreDep, request: Request
+                         ) -> ScheduleView:
     """Stop firing (runs already started go on)."""
-    return await set_paused(store, name, True)
+    view = await set_paused(store, name, True)
+    await audit(request, "schedule_pause", name)
+    return view
 
 
 @router.post("/{name}/resume", response_model=ScheduleView, responses=NOT_FOUND)
-async def resume_schedule(name: ScheduleNamePath, store: StoreDep) -> ScheduleView:
+async def resume_schedule(name: ScheduleNamePath, store: StoreDep, request: Request
+                          ) -> ScheduleView:
     """Fire again from now: the ticks missed while paused are not caught up."""
-    return await set_paused(store, name, False)
+    view = await set_paused(store, name, False)
+    await audit(request, "schedule_resume", name)
+    return view
 
 
 @router.post("/{name}/trigger", response_model=ScheduleRun, responses=NOT_FOUND)
@@ -171,6 +184,7 @@ async def trigger_schedule(name: ScheduleNamePath, request: Request, response: R
     plans: `detail` says why)."""
     await ensure_prepared(request.app)  # the streams exist before a session is created
     run = await trigger_now(store, name)
+    await audit(request, "schedule_trigger", name, run.session_id or run.outcome)
     if run.session_id:
         response.headers["Location"] = f"/v1/sessions/{run.session_id}"
     return run

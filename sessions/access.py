@@ -64,6 +64,14 @@ async def record_action(store: Store, action: str, session_id: str, *, actor: st
                                      detail=detail[:500]))
 
 
+async def record_schedule_action(store: Store, action: str, name: str, *, actor: str,
+                                 source: str, detail: str = "") -> None:
+    """A change to a schedule (they belong to the default namespace)."""
+    await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action=f"schedule_{action}",
+                                     target=name, namespace=DEFAULT_NAMESPACE, source=source,
+                                     detail=detail[:500]))
+
+
 def _trails(namespaces: list[str]) -> list[str]:
     return [DEFAULT_NAMESPACE] if ALL_NAMESPACES in namespaces else namespaces
 

@@ -4,10 +4,11 @@ They live in the fleet's Redis (DURABLE_REDIS_URL), as submitted sessions do."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -41,11 +42,14 @@ from strands_durable.scheduler.schedule_ops import (
     updated_schedule,
     webhook_text,
 )
+from strands_durable.sessions.access import local_actor, record_schedule_action
 from strands_durable.spec.loader import parse_var_args
 from strands_durable.store.keys import check_schedule_name
 from strands_durable.store.schedules import ScheduleRun
 from strands_durable.store.store import Store
 from strands_durable.webhooks import InvalidWebhook, WebhookSubscription
+
+T = TypeVar("T")
 
 schedules_app = typer.Typer(help="Workflows that start on a cron schedule.",
                             no_args_is_help=True)
@@ -129,6 +133,16 @@ def _runs_table(runs: list[ScheduleRun]) -> None:
     print_table(table)
 
 
+async def _audit(store: Store, action: str, name: str) -> None:
+    await record_schedule_action(store, action, name, actor=local_actor("cli"), source="cli")
+
+
+async def _audited(done: Awaitable[T], store: Store, action: str, name: str) -> T:
+    result = await done
+    await _audit(store, action, name)
+    return result
+
+
 @schedules_app.command("create")
 def schedules_create(
     name: NameArg,
@@ -153,6 +167,7 @@ def schedules_create(
     async def body(store: Store) -> ScheduleView:
         made = new_schedule(name, load(spec, var, provider, None), options)
         await store.create_schedule(made.model_copy(update={"paused": paused}))
+        await _audit(store, "create", name)
         return await schedule_view(store, name)
 
     _show(run_async(with_store(body, fleet=True)), as_json)
@@ -176,6 +191,7 @@ def schedules_update(
         checked_options(checked, current)  # before the spec's file is read
         loaded = load(spec, var, provider, None) if spec is not None else None
         await store.replace_schedule(updated_schedule(current, loaded, _vars(var), checked))
+        await _audit(store, "update", name)
         return await schedule_view(store, name)
 
     _show(run_async(with_store(body, fleet=True)), as_json)
@@ -207,20 +223,23 @@ def schedules_show(name: NameArg, as_json: JsonOpt = False) -> None:
 @schedules_app.command("pause")
 def schedules_pause(name: NameArg, as_json: JsonOpt = False) -> None:
     """Stop firing (runs already started go on)."""
-    _show(run_async(with_store(lambda s: set_paused(s, name, True), fleet=True)), as_json)
+    _show(run_async(with_store(lambda s: _audited(set_paused(s, name, True), s, "pause",
+                                                  name), fleet=True)), as_json)
 
 
 @schedules_app.command("resume")
 def schedules_resume(name: NameArg, as_json: JsonOpt = False) -> None:
     """Fire again, from now: the ticks missed while paused are not caught up."""
-    _show(run_async(with_store(lambda s: set_paused(s, name, False), fleet=True)), as_json)
+    _show(run_async(with_store(lambda s: _audited(set_paused(s, name, False), s, "resume",
+                                                  name), fleet=True)), as_json)
 
 
 @schedules_app.command("trigger")
 def schedules_trigger(name: NameArg, as_json: JsonOpt = False) -> None:
     """Start a run now, whatever the cron, the pause or the overlap policy say; prints
     its session id."""
-    run = run_async(with_store(lambda s: trigger_now(s, name), fleet=True))
+    run = run_async(with_store(lambda s: _audited(trigger_now(s, name), s, "trigger", name),
+                               fleet=True))
     if as_json:
         print_json(run)
     elif run.outcome != "started":
@@ -237,6 +256,7 @@ def schedules_delete(name: NameArg, as_json: JsonOpt = False) -> None:
 
     async def body(store: Store) -> None:
         await store.delete_schedule(name)
+        await _audit(store, "delete", name)
 
     run_async(with_store(body, fleet=True))
     if as_json:

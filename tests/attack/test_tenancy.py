@@ -433,3 +433,49 @@ async def test_a_stream_opened_with_a_token_ends_when_it_is_revoked(
                     if line.startswith("data:") and "unauthorized" in line:
                         break
             assert "event: error" in seen, seen
+
+
+SCHEDULED = """
+version: 0
+name: nightly
+runtime: {provider: scripted}
+agents:
+  a: {prompt: "You are a."}
+pattern:
+  type: chain
+  config:
+    steps:
+      - {agent: a, input: "go"}
+"""
+
+
+async def test_schedules_in_the_console_operators_act_readers_look_all_audited(
+        tenants: Tenants, store: Store) -> None:
+    async with tenants.client(TOKEN) as admin:
+        r = await admin.post("/v1/schedules", json={"name": "nightly", "spec": SCHEDULED,
+                                                    "cron": "0 3 * * *"})
+        assert r.status_code == 201, r.text
+        async with tenants.client("all_operate", "team-a") as elsewhere:
+            assert error_of(await elsewhere.get("/v1/schedules"), 403)
+    async with console_as(tenants.app, tenants.tokens["all_operate"]) as operator:
+        page = (await operator.get("/ui/schedules")).text
+        assert "/ui/schedules/nightly/pause" in page
+        csrf = csrf_of(page)
+        r = await operator.post("/ui/schedules/nightly/pause", data={"csrf": csrf})
+        assert r.status_code == 303, r.text
+        assert (await store.get_schedule("nightly")).paused
+        r = await operator.post("/ui/schedules/nightly/trigger", data={"csrf": csrf})
+        assert r.status_code == 303
+        r = await operator.post("/ui/schedules/nightly/explode", data={"csrf": csrf})
+        assert r.status_code == 404
+        r = await operator.post("/ui/schedules/nightly/delete", data={"csrf": "forged"})
+        assert r.status_code == 403 and await store.get_schedule("nightly") is not None
+    async with console_as(tenants.app, tenants.tokens["a_read"]) as reader:
+        page = (await reader.get("/ui/schedules")).text
+        assert "/ui/schedules/nightly/pause" not in page
+        r = await reader.post("/ui/schedules/nightly/delete", data={"csrf": csrf_of(page)})
+        assert r.status_code == 403
+    trail = await store.audit_page("default", 20)
+    done = [(e.action, e.target) for e in trail if e.target == "nightly"]
+    assert done == [("schedule_trigger", "nightly"), ("schedule_pause", "nightly"),
+                    ("schedule_create", "nightly")]
