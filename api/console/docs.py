@@ -59,7 +59,8 @@ def refuse(request: Request) -> Response:
     if "text/html" in request.headers.get("accept", ""):
         return RedirectResponse(auth.sign_in_url(request.url.path), status_code=303)
     raise ApiError(401, "unauthorized",
-                   "missing or wrong bearer token (Authorization: Bearer <token>)",
+                   "missing, wrong, expired or revoked bearer token "
+                   "(Authorization: Bearer <token>)",
                    headers={"WWW-Authenticate": "Bearer"})
 
 

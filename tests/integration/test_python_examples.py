@@ -55,7 +55,7 @@ def test_submit_and_wait_says_what_went_wrong(served: tuple[Fleet, dict[str, str
     _, env = served
     done = run("submit_and_wait.py", {**env, "DURABLE_API_TOKEN": "not-it-7f3a"})
     assert done.returncode == 1
-    assert done.stderr == "error: missing or wrong bearer token " \
+    assert done.stderr == "error: missing, wrong, expired or revoked bearer token " \
         "(Authorization: Bearer <token>)\n"  # and never the token itself
     assert done.stdout == ""
 
