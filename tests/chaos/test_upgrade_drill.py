@@ -121,10 +121,12 @@ class Drill:
             wait_for_sync(lambda: self._beating(proc), timeout_s=120,
                           what=f"{role} of {release.name} to beat")
         elif role == "scheduler":
+            lock = self.keys.lock("scheduler")
+            before = self.redis.get(lock)  # a stopped scheduler lets its lock go
             proc = release.scheduler(self.env, log)
             self.procs[role] = (proc, release)
-            wait_for_sync(lambda: self._alive(proc) and self.redis.exists(
-                self.keys.lock("scheduler")), timeout_s=120, what="a scheduler to lead")
+            wait_for_sync(lambda: self._alive(proc) and self.redis.get(lock) not in (
+                None, before), timeout_s=120, what=f"the scheduler of {release.name} to lead")
         else:
             port = free_port()
             proc = release.api(self.env, port, log)
@@ -314,11 +316,12 @@ def test_rolling_upgrade_from_the_previous_release(
     assert {b.get("version") for b in drill.heartbeats().values()} == {__version__}
 
 
-def test_new_scheduler_and_api_beside_previous_workers(
+def test_new_scheduler_and_api_beside_previous_workers_and_back(
         previous_release: Release, reference: dict[str, dict[str, str]],
         drill: Drill) -> None:
     """The documented window the other way round: the new scheduler and API come first
-    (they record the data format) while the previous release's workers run the steps."""
+    (they record the data format) while the previous release's workers run the steps;
+    then the scheduler and API are rolled back to the previous release mid-run."""
     drill.start("scheduler", CURRENT)
     drill.start("api", CURRENT)
     assert drill.redis.hget(drill.keys.config(), "format") == str(DATA_FORMAT)
@@ -327,7 +330,13 @@ def test_new_scheduler_and_api_beside_previous_workers(
     hitl = drill.submit_many(["hitl"] * 4)
     drill.submit_many(["chain", "workflow", "graph", "parallel"] * 2)
     drill.note("12 sessions submitted")
-    drill.answer(hitl)
+    drill.answer(hitl[:2])
+    # Rolling back: 0.1.0's scheduler and API start on the data 0.2.0 recorded.
+    for role in ("scheduler", "api"):
+        drill.wait_in_flight()
+        drill.stop(role)
+        drill.start(role, previous_release)
+    drill.answer(hitl[2:])
     drill.wait_completed()
     check_outcomes(drill, reference)
     # Every model step was run and committed by a previous-release worker (a human's
