@@ -159,6 +159,12 @@ class Drill:
         except httpx.TransportError:
             return False
 
+    def cli(self, release: Release, *args: str) -> Any:
+        """`durable ARGS` of `release` on this fleet; its JSON answer."""
+        done = release.run(["-m", "strands_durable.api.cli", *args], self.env)
+        assert done.returncode == 0, (release.name, args, done.stdout, done.stderr)
+        return json.loads(done.stdout)
+
     def heartbeats(self) -> dict[int, dict[str, Any]]:
         return {b["pid"]: b for b in map(json.loads, self.redis.hvals(self.keys.workers()))}
 
@@ -302,6 +308,8 @@ def test_rolling_upgrade_from_the_previous_release(
     r = httpx.get(f"{drill.api_url}/v1/workers", timeout=30)
     assert r.status_code == 200, r.text
     assert {w["pid"] for w in r.json()["items"] if w["alive"]} == set(drill.heartbeats())
+    shown = drill.cli(old, "workers", "--json")
+    assert {w["pid"] for w in shown if w["alive"]} == set(drill.heartbeats())
 
     # Each next replacement while answered sessions' steps run.
     waves = [hitl[i:i + 4] for i in range(0, 12, 4)]
@@ -338,6 +346,11 @@ def test_new_scheduler_and_api_beside_previous_workers_and_back(
         drill.start(role, previous_release)
     drill.answer(hitl[2:])
     drill.wait_completed()
+    # 0.1.0's CLI reads a session 0.2.0's API created, and 0.2.0's shows what ran it.
+    sid = hitl[0]
+    assert drill.cli(previous_release, "status", sid, "--json")["status"] == "completed"
+    assert {w["pid"] for w in drill.cli(CURRENT, "workers", "--json") if w["alive"]} == set(
+        drill.heartbeats())
     check_outcomes(drill, reference)
     # Every model step was run and committed by a previous-release worker (a human's
     # answer is committed by the API's operator).
