@@ -435,25 +435,11 @@ async def test_a_stream_opened_with_a_token_ends_when_it_is_revoked(
             assert "event: error" in seen, seen
 
 
-SCHEDULED = """
-version: 0
-name: nightly
-runtime: {provider: scripted}
-agents:
-  a: {prompt: "You are a."}
-pattern:
-  type: chain
-  config:
-    steps:
-      - {agent: a, input: "go"}
-"""
-
-
 async def test_schedules_in_the_console_operators_act_readers_look_all_audited(
         tenants: Tenants, store: Store) -> None:
     async with tenants.client(TOKEN) as admin:
-        r = await admin.post("/v1/schedules", json={"name": "nightly", "spec": SCHEDULED,
-                                                    "cron": "0 3 * * *"})
+        r = await admin.post("/v1/schedules", json={
+            "name": "nightly", "spec": chain_spec(1, name="nightly"), "cron": "0 3 * * *"})
         assert r.status_code == 201, r.text
         async with tenants.client("all_operate", "team-a") as elsewhere:
             assert error_of(await elsewhere.get("/v1/schedules"), 403)
