@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -202,6 +203,17 @@ def watch(
     raise typer.Exit(wait_report(record, timed_out, timeout, as_json=False))
 
 
+RUNNING_SHOWN = 5  # a worker may hold a thousand steps: the table names a few
+
+
+def running_text(running: Sequence[str], shown: int = RUNNING_SHOWN) -> str:
+    """The first `shown` running steps, one per line, and how many more (--json: all)."""
+    lines = list(running[:shown])
+    if len(running) > shown:
+        lines.append(f"... and {len(running) - shown:,} more")
+    return "\n".join(lines)
+
+
 @app.command()
 def workers(
     alive: Annotated[bool, typer.Option("--alive", help="Only live workers.")] = False,
@@ -231,7 +243,7 @@ def workers(
         table.add_row(escape(w.consumer), escape(w.version) or "-", escape(w.host),
                       str(w.pid or ""),
                       "[green]yes[/green]" if w.alive else "[red]no[/red]", seen, w.slots_text(),
-                      escape("\n".join(w.running)) or "-", str(w.pending),
+                      escape(running_text(w.running)) or "-", str(w.pending),
                       escape(waiting) or "-", escape(death.text()) if death is not None else "-")
     print_table(table)
     if keys:

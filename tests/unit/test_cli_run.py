@@ -142,3 +142,13 @@ def test_a_missing_required_input_names_the_flag_that_sets_it(tmp_path: Path) ->
     # The loader's message names no interface; the CLI adds its own way to fix it.
     assert "required input 'topic' has no value" in result.output
     assert "--var topic=VALUE" in result.output
+
+
+def test_the_workers_table_names_a_few_running_steps_and_counts_the_rest() -> None:
+    from strands_durable.api.cli.views import running_text
+
+    assert running_text([]) == ""
+    assert running_text(["a/step:0", "b/step:1"]) == "a/step:0\nb/step:1"
+    many = [f"s{i}/step:0" for i in range(1000)]
+    lines = running_text(many).splitlines()
+    assert lines[:5] == many[:5] and lines[5] == "... and 995 more" and len(lines) == 6
