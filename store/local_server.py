@@ -174,6 +174,10 @@ def start_server(home: Path, sock: Path) -> None:
     except OSError as exc:  # a folder (or an entry we may not remove) in its place
         raise LocalStoreError(f"{sock}: not a socket that can be replaced "
                               f"({exc.strerror or exc}); remove it") from None
+    # And its pid file: a server killed -9 leaves it, naming a dead pid, and until the
+    # new server writes its own, the wait below would take that for the new one dying.
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+        (home / PIDFILE).unlink()
     try:
         subprocess.run(server_command(binary, home, sock), cwd=home, check=True, timeout=30,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -399,3 +399,21 @@ def test_old_completed_local_sessions_are_removed_by_the_next_run(
                              "--json", check_rc=0)
     assert set(json.loads(dry.stdout)["would_delete"]) == ids
     assert os.environ.get("DURABLE_EPHEMERAL") == "1"  # this test's own env dropped it
+
+
+def test_a_stale_pid_file_is_not_taken_for_the_new_server_dying(local_home: LocalHome,
+                                                                tmp_path: Path) -> None:
+    """A server killed -9 leaves its pid file; the next start must not read that dead pid
+    as the new server's while the new one (slow to start on a loaded machine) has not
+    written its own yet. A wrapper holds redis-server back 2 s to make that window sure."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    (local_home.home).mkdir(parents=True, exist_ok=True)
+    (local_home.home / "redis.pid").write_text(f"{gone.pid}\n")
+    slow = tmp_path / "slow-redis-server"
+    slow.write_text(f"#!/bin/sh\nsleep 2\nexec {shutil.which('redis-server')} \"$@\"\n")
+    slow.chmod(0o755)
+    listed = local_home.durable("sessions", "list", "--json", check_rc=0,
+                                DURABLE_REDIS_SERVER=str(slow))
+    assert json.loads(listed.stdout) == []
+    assert local_home.server_pid() != gone.pid and pid_alive(local_home.server_pid())

@@ -221,6 +221,9 @@ async def test_max_duration_pauses_a_session_whose_step_is_still_running(
             assert record.paused_reason.startswith("budget max_duration_s exceeded")
             (paused,) = await events_of(store, sid, "session_paused")
             assert paused["worker"] == "scheduler"
+            # Counted once check() returns: the pause may be read before that.
+            await wait_for(lambda: _true(metrics.DURATION_PAUSES._value.get() - before >= 1),
+                           timeout_s=10, what="the pause to be counted")
             assert metrics.DURATION_PAUSES._value.get() - before == 1
             # The running step still finishes and commits; the next one is held.
             breakpoints.clear("timed", "step:0")
@@ -233,6 +236,10 @@ async def test_max_duration_pauses_a_session_whose_step_is_still_running(
                            timeout_s=15, what="completion after raising the budget")
     finally:
         await worker.stop(grace_s=0)
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def _status_is(store: Store, sid: str, status: SessionStatus) -> bool:
