@@ -204,7 +204,18 @@ class Drill:
             if self.redis.exists(self.keys.stream(0)) else 0
 
     def wait_in_flight(self) -> None:
-        wait_for_sync(lambda: self.in_flight() > 0, timeout_s=60, what="steps in flight")
+        """Steps running now, so the next replacement happens under work. On a loaded
+        machine a restart may outlast every running session: when none is running (all
+        done, or waiting for a human), two more are submitted through the API."""
+        def busy() -> bool:
+            if self.in_flight() > 0:
+                return True
+            if not any(self.status(sid) == "running" for sid in self.sids):
+                self.submit_many(["chain", "workflow"])
+                self.note("2 sessions more, for steps in flight")
+            return False
+
+        wait_for_sync(busy, timeout_s=120, what="steps in flight")
 
     def answer(self, sids: list[str]) -> None:
         """Answer each human-input step through the API that is up now."""
