@@ -198,3 +198,28 @@ async def test_an_import_that_fails_part_way_takes_back_what_it_wrote(
     with pytest.raises(export.ImportFailed, match="nothing written"):
         await b.store.import_session(doc)
     assert await contents(b.store) == before
+
+
+EXAMPLE_SPECS = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=[p.stem for p in EXAMPLE_SPECS])
+async def test_every_example_moves_queued_and_completed(
+        fleets: tuple[Deployment, Deployment], path: Path) -> None:
+    """Each example (scripted offline): its completed session copied to another fleet
+    reads the same; a session not yet started there (its first steps queued) moved and
+    run there ends as the uninterrupted run did."""
+    from strands_durable.spec.loader import load_spec_file
+
+    a, b = fleets
+    ref, _ = await start_session(a.store, load_spec_file(path))
+    expected = await outcome(a.store, ref)
+    assert expected[0] == "completed", expected
+    copy = await moved(export_text(await export_session(a.store, ref)), b.store, new_id=True)
+    assert await outcome(b.store, copy) == expected
+    await a.consumer.stop(grace_s=0)  # what a starts now stays queued there
+    queued, _ = await start_session(a.store, load_spec_file(path))
+    doc = await export_session(a.store, queued)
+    assert doc.meta["status"] == "running" and doc.queued and not doc.results
+    assert await moved(export_text(doc), b.store) == queued
+    assert await outcome(b.store, queued) == expected
