@@ -32,7 +32,6 @@ from strands_durable.access import (
     NAMESPACE_FORM,
     NAMESPACE_HEADER,
     OPEN,
-    AuditEntry,
     Principal,
     Role,
     TokenRecord,
@@ -44,6 +43,7 @@ from strands_durable.api import sse
 from strands_durable.api.errors import ApiError
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import now_ms
+from strands_durable.sessions.access import record_action
 from strands_durable.store.keys import is_session_id
 from strands_durable.store.store import Store
 
@@ -278,7 +278,6 @@ def namespace_of(request: Request) -> str:
 async def audit(request: Request, action: str, target: str = "", detail: str = "") -> None:
     """Record a control action that succeeded, in the request's namespace."""
     principal: Principal = getattr(request.state, "principal", OPEN)
-    store: Store = request.app.state.store
-    await store.add_audit(AuditEntry(at_ms=now_ms(), actor=principal.token_id, action=action,
-                                     target=target, namespace=namespace_of(request),
-                                     source=client_address(request), detail=detail[:500]))
+    await record_action(request.app.state.store, action, target, actor=principal.token_id,
+                        source=client_address(request), namespace=namespace_of(request),
+                        detail=detail)

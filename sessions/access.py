@@ -53,23 +53,23 @@ def local_actor(kind: str) -> str:
     return f"{kind}:{user}@{socket.gethostname()}"[:200]
 
 
-async def record_action(store: Store, action: str, session_id: str, *, actor: str,
+async def record_action(store: Store, action: str, target: str, *, actor: str,
                         source: str, namespace: str | None = None, detail: str = "") -> None:
-    """A control action on a session, in its namespace's trail (read unless given: read
-    it before a delete)."""
+    """One entry of a namespace's audit trail: every writer of the trail comes here.
+    Without `namespace`, `target` is a session and its namespace is read (read it
+    yourself before a delete)."""
     if namespace is None:
-        namespace = await store.session_namespace(session_id) or DEFAULT_NAMESPACE
+        namespace = await store.session_namespace(target) or DEFAULT_NAMESPACE
     await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action=action,
-                                     target=session_id, namespace=namespace, source=source,
+                                     target=target, namespace=namespace, source=source,
                                      detail=detail[:500]))
 
 
 async def record_schedule_action(store: Store, action: str, name: str, *, actor: str,
                                  source: str, detail: str = "") -> None:
     """A change to a schedule (they belong to the default namespace)."""
-    await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action=f"schedule_{action}",
-                                     target=name, namespace=DEFAULT_NAMESPACE, source=source,
-                                     detail=detail[:500]))
+    await record_action(store, f"schedule_{action}", name, actor=actor, source=source,
+                        namespace=DEFAULT_NAMESPACE, detail=detail)
 
 
 def _trails(namespaces: list[str]) -> list[str]:
@@ -82,9 +82,8 @@ async def _record_change(store: Store, action: str, record: TokenRecord, actor: 
     if record.name:
         detail += f" ({record.name})"
     for namespace in _trails(record.namespaces):
-        await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action=action,
-                                         target=record.id, namespace=namespace,
-                                         source=source, detail=detail[:500]))
+        await record_action(store, action, record.id, actor=actor, source=source,
+                            namespace=namespace, detail=detail)
 
 
 async def create_token(store: Store, role: Role | str, namespaces: list[str], *,

@@ -16,10 +16,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
-from strands_durable.access import QUEUED_FOR_QUOTA, AuditEntry, NamespaceQuota
+from strands_durable.access import QUEUED_FOR_QUOTA, NamespaceQuota
 from strands_durable.errors import Conflict
 from strands_durable.models import SessionStatus, now_ms
 from strands_durable.sessions import control
+from strands_durable.sessions.access import record_action
 from strands_durable.store.store import NewSession, Store
 
 STALE_RESERVATION_MS = 60_000  # a submit that reserved and died: its place comes back
@@ -120,15 +121,14 @@ async def admit_queued(store: Store) -> int:
 
 async def set_quota(store: Store, quota: NamespaceQuota, *, actor: str, source: str) -> None:
     await store.set_quota(quota)
-    await store.add_audit(AuditEntry(
-        at_ms=now_ms(), actor=actor, action="quota_set", target=quota.namespace,
-        namespace=quota.namespace, source=source,
-        detail=f"{quota.running_sessions} session(s), over: {quota.over}"))
+    await record_action(store, "quota_set", quota.namespace, actor=actor, source=source,
+                        namespace=quota.namespace,
+                        detail=f"{quota.running_sessions} session(s), over: {quota.over}")
 
 
 async def drop_quota(store: Store, namespace: str, *, actor: str, source: str) -> bool:
     dropped = await store.drop_quota(namespace)
     if dropped:
-        await store.add_audit(AuditEntry(at_ms=now_ms(), actor=actor, action="quota_drop",
-                                         target=namespace, namespace=namespace, source=source))
+        await record_action(store, "quota_drop", namespace, actor=actor, source=source,
+                            namespace=namespace)
     return dropped
