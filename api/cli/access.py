@@ -13,17 +13,16 @@ from rich.markup import escape
 from strands_durable.access import (
     DEFAULT_NAMESPACE,
     MAX_QUOTA_SESSIONS,
-    NAMESPACE_FORM,
     AuditEntry,
     NamespaceQuota,
     Role,
-    is_namespace,
 )
 from strands_durable.api.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     JsonOpt,
     app,
+    checked_namespace,
     fail,
     out,
     print_json,
@@ -138,15 +137,14 @@ def tokens_revoke(token_id: Annotated[str, typer.Argument(help="The token's id."
 
 @app.command("audit")
 def audit(
-    namespace: Annotated[str, typer.Option("--namespace", "-n", envvar="DURABLE_NAMESPACE",
-                                           help="Whose trail.")] = DEFAULT_NAMESPACE,
+    namespace: Annotated[str, typer.Option(
+        "--namespace", "-n", envvar="DURABLE_NAMESPACE", help="Whose trail.",
+        callback=checked_namespace("--namespace"))] = DEFAULT_NAMESPACE,
     limit: Annotated[int, typer.Option(min=1, max=access.MAX_AUDIT_PAGE,
                                        help="At most this many, newest first.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """The audit trail of a namespace: control actions and token changes, newest first."""
-    if not is_namespace(namespace):
-        raise fail(f"--namespace {namespace[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
 
     async def body(store: Store) -> list[AuditEntry]:
         return await access.audit_page(store, namespace, limit)
@@ -162,13 +160,8 @@ def audit(
     print_table(table)
 
 
-def _namespace_arg(value: str) -> str:
-    if not is_namespace(value):
-        raise fail(f"namespace {value[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
-    return value
-
-
-NamespaceArg = Annotated[str, typer.Argument(help="The namespace.", callback=_namespace_arg)]
+NamespaceArg = Annotated[str, typer.Argument(help="The namespace.",
+                                             callback=checked_namespace("namespace"))]
 
 
 @quotas_app.command("set")

@@ -88,14 +88,18 @@ PriorityOpt = Annotated[int | None, typer.Option(
     help=f"The session's share of a busy provider key ({PRIORITY_MIN}-{PRIORITY_MAX}, "
     f"default {PRIORITY_DEFAULT}): sessions waiting for a key have turns in proportion "
     "to their priority.")]
-def _checked_namespace(value: str) -> str:
-    if not is_namespace(value):
-        raise fail(f"--namespace {value[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
-    return value
+def checked_namespace(label: str) -> Callable[[str | None], str | None]:
+    """A typer callback: a namespace not of its form is a usage error (exit 2) naming
+    `label` (the option or argument) and what it takes."""
+    def callback(value: str | None) -> str | None:
+        if value is not None and not is_namespace(value):
+            raise fail(f"{label} {value[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
+        return value
+    return callback
 
 
 NamespaceOpt = Annotated[str, typer.Option(
-    "--namespace", envvar="DURABLE_NAMESPACE", callback=_checked_namespace,
+    "--namespace", envvar="DURABLE_NAMESPACE", callback=checked_namespace("--namespace"),
     help="The tenant's namespace (docs/tenants.md).")]
 JsonOpt = Annotated[bool, typer.Option(
     "--json", is_eager=True, callback=set_json,

@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from strands_durable.access import NAMESPACE_FORM, is_namespace
 from strands_durable.api.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     JsonOpt,
     SessionIdArg,
+    checked_namespace,
     fail,
     out,
     print_json,
@@ -39,13 +39,11 @@ def sessions_list(
     status_filter: Annotated[SessionStatus | None, typer.Option("--status")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
     namespace: Annotated[str | None, typer.Option(
-        "--namespace", envvar="DURABLE_NAMESPACE",
+        "--namespace", envvar="DURABLE_NAMESPACE", callback=checked_namespace("--namespace"),
         help="Only this namespace's sessions (default: every namespace).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Sessions, most recently updated first."""
-    if namespace is not None and not is_namespace(namespace):
-        raise fail(f"--namespace {namespace[:80]!r} is not {NAMESPACE_FORM}", EXIT_USAGE)
 
     async def body(store: Store) -> list[SessionSummary]:
         if namespace is None:
