@@ -35,7 +35,10 @@ agents: {{a: {{prompt: "You answer."}}}}
 pattern: {{type: chain, config: {{steps: [{{agent: a, input: "one {n}"}}]}}}}
 """
 SESSIONS = 4
-LEASE_S = 3
+# Renewed every LEASE_S / 3: long enough that a worker's event loop stalled by a loaded
+# machine still renews in time (a lapsed lease would let a third request in, which is
+# the lease doing its job, not the drill's subject), short enough to wait out.
+LEASE_S = 9
 LIMITS = json.dumps([{"provider": "openai", "model": "gpt-held", "in_flight": 2}])
 
 
@@ -56,11 +59,18 @@ async def test_a_killed_workers_reservations_come_back_within_the_lease(
         sids = [(await start_session(store, load_spec_text(
             SPEC.format(n=n, host=host), f"h{n}.yaml")))[0] for n in range(SESSIONS)]
 
+        seen: dict[str, int] = {}
+
         async def holding_both() -> list[tuple[str, float]] | None:
             held = await store.redis.zrange(leases, 0, -1, withscores=True)
+            seen.update(leases=len(held), accepted=server.accepted,
+                        at_server=server.in_flight)
             return held if len(held) == 2 and server.accepted == 2 else None
 
-        await wait_for(holding_both, timeout_s=120, what="the worker to hold both leases")
+        try:
+            await wait_for(holding_both, timeout_s=120, what="the worker to hold both leases")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}; last seen: {seen}") from None
         fleet.kill(victim, signal.SIGKILL)
         killed_ms = int(time.time() * 1000)  # the workers write expiries in this clock
         held = await store.redis.zrange(leases, 0, -1, withscores=True)
