@@ -118,6 +118,35 @@ async def test_transient_statuses_are_retried_in_place(fake: FakeGemini, transpo
     assert all(r["contents"] == fake.requests[0]["contents"] for r in fake.requests)
 
 
+async def test_each_request_closes_its_own_client(fake: FakeGemini, transport: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strands leaves each request's client to the garbage collector, whose finalizer
+    closes it on whatever loop runs then (a later run's, in one process: a task failing
+    with "Event loop is closed"). Every request closes its own, a refused one too."""
+    from google.genai.client import AsyncClient
+    made: list[AsyncClient] = []  # held here, so none is garbage-collected meanwhile
+    closed: list[AsyncClient] = []
+    init, close = AsyncClient.__init__, AsyncClient.aclose
+
+    def counted_init(client: AsyncClient, *args: Any, **kwargs: Any) -> None:
+        made.append(client)
+        init(client, *args, **kwargs)
+
+    async def counted_close(client: AsyncClient) -> None:
+        closed.append(client)
+        await close(client)
+
+    monkeypatch.setattr(AsyncClient, "__init__", counted_init)
+    monkeypatch.setattr(AsyncClient, "aclose", counted_close)
+    model = _model(fake)
+    fake.failures = [429]
+    await call_agent(model, system_prompt=None, history=[], prompt="one", retry=FAST_RETRY)
+    await call_agent(model, system_prompt=None, history=[], prompt="two", retry=FAST_RETRY)
+    assert len(fake.requests) == 3
+    assert len(made) == 3
+    assert all(any(c is client for c in closed) for client in made)
+
+
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
 async def test_permanent_statuses_are_not_retried(fake: FakeGemini, transport: str,
                                                   status: int) -> None:

@@ -11,8 +11,10 @@ answer too), or they end in `ProviderStreamCutShort` (worker/providers/sdk.py)."
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from strands.models.model import Model
@@ -59,17 +61,29 @@ def build(cfg: ModelConfig) -> Model:
 
 @functools.cache
 def _finish_watched(base: type[Any]) -> type[Any]:
-    """Strands' GeminiModel class `base`, its streams watched for a `finishReason`."""
+    """Strands' GeminiModel class `base`, its streams watched for a `finishReason`, each
+    request's client closed when the request ends."""
 
     class FinishWatchedGeminiModel(base):
-        def _get_client(self) -> Any:
+        async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            # Strands makes a client per request and leaves it to the garbage collector,
+            # whose google-genai finalizer schedules the close on whatever loop runs then
+            # (in one process running loop after loop: "Event loop is closed"). Each
+            # request here is given its own client, closed when the request ends.
+            client = base._get_client(self)
             model_id = str(self.config.get("model_id") or "") or None
 
             def watch(stream: Any, _request: dict[str, Any]) -> Any:
                 return StopWatched(stream, _finished, "gemini", model_id)
 
-            return Watched(super()._get_client(), ("aio", "models", "generate_content_stream"),
-                           watch)
+            per_request = copy.copy(self)
+            per_request._custom_client = Watched(
+                client, ("aio", "models", "generate_content_stream"), watch)
+            try:
+                async for event in base.stream(per_request, *args, **kwargs):
+                    yield event
+            finally:
+                await client.aio.aclose()
 
     return FinishWatchedGeminiModel
 
