@@ -22,6 +22,7 @@ from redis_cluster import LocalCluster
 
 from strands_durable.models import SessionStatus
 from strands_durable.scheduler.service import LOCK_NAME as SCHEDULER_LOCK
+from strands_durable.sessions.control import pause, resume
 from strands_durable.sessions.start import start_session
 from strands_durable.settings import DurableSettings
 from strands_durable.spec.loader import load_spec_text
@@ -90,15 +91,22 @@ class Drill:
         await wait_for(leading, timeout_s=60, what="the scheduler to take its lock")
 
     async def submit(self, sessions: int, delay_s: float) -> None:
-        """Start `sessions` chains. Submitted before any worker runs (start_fleet after
-        this), every session is queued when the first step runs: however slowly this
-        loop runs on a loaded machine, no chain can end before the last one is queued."""
+        """Start `sessions` chains, each paused at once: workers boot one after another,
+        and on a loaded machine the first up could finish most chains before the last is
+        consuming. `release` resumes them all once the whole fleet heartbeats."""
         assert not any(p.poll() is None for p in self.fleet.workers
                        if p is not self.scheduler), "submit before the workers start"
         text = chain_spec(self.steps, delay_s)
         for n in range(sessions):
             loaded = load_spec_text(text, "drill.yaml", {"n": str(n)})
-            self.sids.append((await start_session(self.store, loaded))[0])
+            sid = (await start_session(self.store, loaded))[0]
+            await pause(self.store, sid, "held until the drill's fleet is up")
+            self.sids.append(sid)
+
+    async def release(self) -> None:
+        """Resume every session `submit` held (their parked first steps are queued again)."""
+        for sid in self.sids:
+            await resume(self.store, sid)
 
     def shard_slot(self, sid: str) -> int:
         return self.cluster.slot_of(self.store.keys.tag(shard_of(sid, SHARDS)))

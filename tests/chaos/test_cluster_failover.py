@@ -31,11 +31,13 @@ DELAY_S = 0.15  # each agent call; where the kill lands is decided by commit cou
 
 
 async def start_run(drill: Drill) -> None:
-    # Every session is queued before a worker starts: a slow submit loop (a loaded
-    # machine) cannot let one chain end before the drill begins.
+    # Every session is queued and held before a worker starts, and resumed once all
+    # of them consume: neither a slow submit loop nor a slow worker boot (a loaded
+    # machine) lets chains end before the drill begins.
     await drill.start_scheduler()
     await drill.submit(SESSIONS, DELAY_S)
     await start_fleet(drill.fleet, drill.store, WORKERS)
+    await drill.release()
 
 
 def busiest_primary(drill: Drill) -> tuple[ClusterNode, list[str]]:

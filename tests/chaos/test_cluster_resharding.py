@@ -28,11 +28,13 @@ BATCH = 4  # keys per MIGRATE: small, so that the fleet works on a half-moved sl
 
 async def test_moving_a_live_shards_slot_loses_nothing_and_commits_nothing_twice(
         drill: Drill, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
-    # Every session is queued before a worker starts: a slow submit loop (a loaded
-    # machine) cannot let one chain end before the drill begins.
+    # Every session is queued and held before a worker starts, and resumed once all
+    # of them consume: neither a slow submit loop nor a slow worker boot (a loaded
+    # machine) lets chains end before the drill begins.
     await drill.start_scheduler()
     await drill.submit(SESSIONS, DELAY_S)
     await start_fleet(drill.fleet, drill.store, WORKERS)
+    await drill.release()
     by_shard = Counter(shard_of(sid, SHARDS) for sid in drill.sids)
     shard, _ = by_shard.most_common(1)[0]
     moving = [sid for sid in drill.sids if shard_of(sid, SHARDS) == shard]
