@@ -15,6 +15,7 @@ os.environ.setdefault("DURABLE_EPHEMERAL", "1")
 from helpers import RedisServer, StepBreakpoints, quick_settings, random_prefix, start_redis
 from helpers.fleet import Fleet
 from helpers.held_llm import HeldLLM, held_llm
+from helpers.zygote import install as fork_cli_commands_from_a_zygote
 
 from strands_durable.provider_policy import current_provider_policy, host_setting
 from strands_durable.settings import DurableSettings, current_tool_policy
@@ -22,6 +23,9 @@ from strands_durable.store.connect import open_store
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
 
+# Short `durable` commands fork from one process that imported the CLI once
+# (tests/helpers/zygote.py; DURABLE_TEST_ZYGOTE=0 runs each in a new interpreter).
+fork_cli_commands_from_a_zygote()
 TESTS = Path(__file__).resolve().parent
 # What a test needs, by its folder (docs/testing.md): the marker every test of the folder
 # gets. `slow` marks the folders that start fleets, clusters, browsers or deploy tools.
@@ -43,6 +47,7 @@ SLOW_MODULES = {
     "integration/test_capacity.py", "integration/test_capacity_wait_budget.py",
     "integration/test_cut_short_replies.py",
     "integration/test_capacity_fair_share.py", "integration/test_cli_output.py",
+    "integration/test_cli_zygote.py",
     "integration/test_gemini_http.py", "integration/test_local_store.py",
     "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",
     "integration/test_noreplicas.py", "integration/test_run_out_dir.py",
