@@ -1,25 +1,32 @@
-"""A zygote for the suite's short `durable` commands: one process per pytest process that
-has imported the CLI (and what its commands import) once, and forks a child per command.
+"""A zygote for the suite's `durable` and `arq worker` processes: one process per pytest
+process imports the CLI, the worker and their SDKs once, and forks a process per command.
 
-The suite runs hundreds of `durable ...` commands to their end (`subprocess.run`), and a
-new interpreter pays 0.7-1.8 s of imports for each on a 2-core machine, most of the
-suite's CPU. A forked child runs the same code as `python -m strands_durable.api.cli`:
-its own process, its own environment, working directory, argv and standard streams, its
-exit status and signals as a subprocess's; only the imports are done already.
+The suite starts well over a thousand `durable ...` and `arq worker` processes, and a new
+interpreter pays 0.7-2.2 s of imports for each on a 2-core machine: most of the suite's
+CPU. A forked process runs the same code as `python -m strands_durable.api.cli ...` or
+`python -m arq ...` (runpy, as `-m` does): its own process with the caller's arguments,
+environment, working directory and standard streams. It is the caller's child too, so
+`subprocess.Popen` works on it unchanged (poll, wait, communicate, signals, SIGSTOP,
+kill -9): the zygote forks an intermediate that forks the command and exits, and the
+orphaned command is adopted by the pytest process, a child subreaper (prctl) for that
+moment only.
 
-`install()` routes `subprocess.run([python, -m, strands_durable.api.cli, ...])` through it.
-Everything else runs as before: commands started with `Popen` (workers, `durable api`,
-the scheduler, anything a test signals, stops or reads while it runs), another
-interpreter's or another PYTHONPATH's (the previous release), and any call with options
-this does not model. DURABLE_TEST_ZYGOTE=0 turns it off (docs/testing.md).
+`install()` makes subprocess.Popen (and so subprocess.run) start those two modules this
+way. Everything else runs as before, and so do they when the call asks for what this does
+not model (a shell, preexec_fn, pass_fds, another user or group), when the environment
+differs from the suite's in a variable read at interpreter start (PYTHON*, but
+PYTHONUNBUFFERED, which is applied) or at import (the terminal's), or when another
+interpreter is named. DURABLE_TEST_ZYGOTE=0 turns it off (docs/testing.md).
 
-The server half runs as `python tests/helpers/zygote.py SOCKET`: stdlib only here, so
-the client half is importable anywhere in the suite."""
+The server half runs as `python tests/helpers/zygote.py SOCKET`: stdlib only here."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import functools
+import importlib
 import json
 import os
 import select
@@ -33,120 +40,145 @@ import threading
 import time
 from typing import Any
 
-CLI_MODULE = "strands_durable.api.cli"
-# Imported before any fork: the CLI and the modules its commands import when they run.
+MODULES = ("strands_durable.api.cli", "arq")
+# Imported before any fork: the CLI, the worker, and what their commands import to run.
 PRELOAD = (
-    "strands_durable.api.cli", "strands_durable.worker.embedded",
-    "strands_durable.worker.runner", "strands_durable.sessions.control",
-    "strands_durable.sessions.checkpoints", "strands_durable.sessions.requeue",
-    "strands_durable.api.watch", "strands_durable.api.run_resume",
-    "strands_durable.store.fleet", "httpx",
+    "strands_durable.api.cli", "arq.cli",
+    "strands_durable.worker", "strands_durable.worker.consumer",
+    "strands_durable.worker.embedded", "strands_durable.worker.runner",
+    "strands_durable.sessions.control", "strands_durable.sessions.checkpoints",
+    "strands_durable.sessions.requeue", "strands_durable.api.watch",
+    "strands_durable.api.run_resume", "strands_durable.store.fleet", "strands",
+    "httpx",
 )
-# Read once, when rich's consoles are made at import: a command whose environment differs
-# from the suite's in any of them runs in a new interpreter.
+# Read once, at interpreter start or when rich's consoles are made at import: a command
+# whose environment differs from the suite's in one of them gets a new interpreter.
 TERMINAL_VARIABLES = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE",
                       "TTY_INTERACTIVE", "TERM", "COLORTERM", "JUPYTER_COLUMNS")
+APPLIED_AT_FORK = ("PYTHONUNBUFFERED",)
+# Our modules that read the environment when imported (arq takes the worker's client and
+# queue from WorkerSettings' class attributes): executed again in each command.
+READ_AT_IMPORT = ("strands_durable.worker",)
 HEADER = struct.Struct("!I")
-STATUS = struct.Struct("!ii")  # pid, then the exit code (a subprocess's returncode)
-_RUN = subprocess.run
+PID = struct.Struct("!i")
+PR_SET_CHILD_SUBREAPER = 36
+_POPEN = subprocess.Popen
 
 
-# -- the server: imports once, forks a child per command -----------------------------------
+# -- the server: imports once, forks a command per request ----------------------------------
 
 def _serve(path: str) -> None:
     for name in PRELOAD:
-        __import__(name)
+        with contextlib.suppress(ImportError):  # an optional SDK not installed
+            __import__(name)
     # A fork copies only the forking thread: with another thread running, a lock it held
-    # (logging's, an import's) would stay held in every child.
+    # (logging's, an import's) would stay held in every command.
     assert threading.active_count() == 1, threading.enumerate()
     parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path + ".tmp")
     server.listen(64)
     os.rename(path + ".tmp", path)  # the client waits for this name: bound and listening
-    # A child's end wakes the loop (the byte the signal module writes), not a poll's tick.
+    # An intermediate's end wakes the loop (the byte the signal module writes).
     woken, wake = os.pipe()
     os.set_blocking(wake, False)
     signal.set_wakeup_fd(wake)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: dict[int, socket.socket] = {}
     while os.getppid() == parent:  # the pytest process is gone: so is the zygote
         readable, _, _ = select.select([server, woken], [], [], 1.0)
         if woken in readable:
             os.read(woken, 512)
         if server in readable:
             conn, _ = server.accept()
-            pid = _fork_command(server, conn)
-            if pid:
-                children[pid] = conn
-        _reap(children)
-
-
-def _reap(children: dict[int, socket.socket]) -> None:
-    while children:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:
-            return
-        conn = children.pop(pid, None)
-        if conn is not None:
-            with contextlib.suppress(OSError):  # the caller went away
-                conn.sendall(STATUS.pack(pid, os.waitstatus_to_exitcode(status)))
+            with contextlib.suppress(OSError, ValueError):
+                _fork_command(conn, (server.fileno(), woken, wake))
             conn.close()
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
 
 
-def _fork_command(server: socket.socket, conn: socket.socket) -> int | None:
+def _fork_command(conn: socket.socket, own_fds: tuple[int, ...]) -> None:
     data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
-    if len(data) < HEADER.size or len(fds) != 3:
-        conn.close()
-        return None
-    (size,) = HEADER.unpack_from(data)
-    body = data[HEADER.size:]
-    while len(body) < size:
-        more = conn.recv(size - len(body))
-        if not more:
-            conn.close()
-            return None
-        body += more
-    request = json.loads(body)
-    pid = os.fork()
-    if pid == 0:
-        server.close()
-        conn.close()
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _child(fds, request)  # never returns
-    for fd in fds:
-        os.close(fd)
-    conn.sendall(STATUS.pack(pid, 0))  # the pid first, so the caller can signal it
-    return pid
+    try:
+        if len(data) < HEADER.size or len(fds) != 3:
+            return
+        (size,) = HEADER.unpack_from(data)
+        body = data[HEADER.size:]
+        while len(body) < size:
+            more = conn.recv(size - len(body))
+            if not more:
+                return
+            body += more
+        request = json.loads(body)
+        if os.fork() == 0:  # the intermediate: forks the command, says its pid, ends
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    conn.close()
+                    _command(fds, own_fds, request)  # never returns
+                conn.sendall(PID.pack(pid))
+            finally:
+                os._exit(0)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
-def _child(fds: list[int], request: dict[str, Any]) -> None:
+def _command(fds: list[int], own_fds: tuple[int, ...], request: dict[str, Any]) -> None:
     code = 1
     try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in own_fds:
+            os.close(fd)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         for fd in set(fds):
             if fd > 2:
                 os.close(fd)
-        os.setpgid(0, 0)  # its own group, as a process the caller could kill with its children
+        if request["new_session"]:
+            os.setsid()
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        main_module = sys.modules["__main__"]
-        # As `python -m strands_durable.api.cli` sees itself (click names the program so).
-        main_module.__package__ = CLI_MODULE
-        sys.argv = [request["argv0"], *request["args"]]
-        code = _run_cli()
+        sys.path[0] = os.getcwd()  # as `python -m` puts it there
+        _standard_streams()
+        _as_if_imported_now()
+        code = _run(request["module"], request["args"])
     finally:
         os._exit(code)
 
 
-def _run_cli() -> int:
-    from strands_durable.api.cli import main
+def _as_if_imported_now() -> None:
+    """What our modules computed from the zygote's environment, computed from the
+    command's: the caches of settings and policies emptied, and the modules that read
+    the environment when imported (READ_AT_IMPORT) executed again."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("strands_durable"):
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()
+    for name in READ_AT_IMPORT:
+        if name in sys.modules:
+            importlib.reload(sys.modules[name])
+
+
+def _standard_streams() -> None:
+    """Buffering as a new interpreter would choose it for these streams and variables."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    for stream in (sys.stdout, sys.stderr):
+        tty = stream.isatty()
+        stream.reconfigure(line_buffering=unbuffered or tty or stream is sys.stderr,
+                           write_through=unbuffered or stream is sys.stderr)
+
+
+def _run(module: str, args: list[str]) -> int:
+    import runpy
+    sys.argv = [module, *args]
+    code: Any = 0
     try:
-        main()
-        code: Any = 0
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = exc.code
     except KeyboardInterrupt:
@@ -160,18 +192,21 @@ def _run_cli() -> int:
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    atexit._run_exitfuncs()  # as the interpreter does at its end
+    # What the interpreter runs at its end: non-daemon threads joined, then atexit.
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    return code
+    return int(code)
 
 
-# -- the client: subprocess.run's short CLI commands through the zygote ---------------------
+# -- the client: Popen of those modules through the zygote ----------------------------------
 
 class _Zygote:
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.spawning = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
         self.path = ""
         # What the zygote imports under: the suite's environment when it loaded this.
@@ -186,8 +221,8 @@ class _Zygote:
     def _start(self) -> None:
         folder = tempfile.mkdtemp(prefix="durable-zygote-")
         self.path = os.path.join(folder, "socket")
-        self.proc = subprocess.Popen([sys.executable, __file__, self.path], env=self.environ,
-                                     stdin=subprocess.DEVNULL)
+        self.proc = _POPEN([sys.executable, __file__, self.path], env=self.environ,
+                           stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while not os.path.exists(self.path):
             if self.proc.poll() is not None:
@@ -202,124 +237,124 @@ class _Zygote:
             self.proc.kill()
             self.proc.wait()
 
+    def spawn(self, request: dict[str, Any], fds: list[int]) -> int:
+        """The pid of the command started for `request` with `fds` as its standard
+        streams, once it is this process's child. This process is a subreaper only
+        while it waits for that (one command at a time): any other orphan of its
+        descendants goes to init as it always did."""
+        body = json.dumps(request).encode()
+        with self.spawning, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(120)
+            conn.connect(self.address())
+            _subreaper(True)
+            try:
+                socket.send_fds(conn, [HEADER.pack(len(body)) + body], fds)
+                data = b""
+                while len(data) < PID.size:
+                    more = conn.recv(PID.size - len(data))
+                    if not more:
+                        raise OSError("the test zygote did not start the command")
+                    data += more
+                (pid,) = PID.unpack(data)
+                if not _wait_adopted(pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                    raise OSError(f"command {pid} was not adopted by the test process")
+            finally:
+                _subreaper(False)
+        return pid
+
+
+def _wait_adopted(pid: int) -> bool:
+    """Wait until the orphaned command is this process's child (its intermediate ended)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except FileNotFoundError:
+            return True  # reaped already: only its parent can, and that is us
+        if int(fields[1]) == os.getpid():
+            return True
+        time.sleep(0.001)
+    return False
+
 
 ZYGOTE = _Zygote()
-# subprocess.run's options this models; a call with any other goes to a new interpreter.
-MODELED = {"capture_output", "text", "universal_newlines", "input", "timeout", "env", "cwd",
-           "check", "stdout", "stderr", "encoding", "errors"}
 
 
-def _is_cli(args: Any, kwargs: dict[str, Any]) -> bool:
-    if os.environ.get("DURABLE_TEST_ZYGOTE", "1") == "0":
-        return False
-    if not isinstance(args, list | tuple) or len(args) < 3 or set(kwargs) - MODELED:
-        return False
-    if list(args[:3]) != [sys.executable, "-m", CLI_MODULE]:
-        return False
-    if not all(isinstance(a, str | os.PathLike) for a in args):
-        return False
-    env = os.environ if kwargs.get("env") is None else kwargs["env"]
-    return all(env.get(name) == ZYGOTE.environ.get(name)
-               for name in ("PYTHONPATH", *TERMINAL_VARIABLES))
-
-
-def _stream(spec: Any, default: int | None) -> tuple[Any, bool]:
-    """A file for the child's stream and whether it is captured here."""
-    if spec == subprocess.PIPE:
-        return tempfile.TemporaryFile(), True
-    if spec == subprocess.DEVNULL:
-        return open(os.devnull, "r+b"), False
-    if spec is None:
-        return os.fdopen(os.dup(default if default is not None else 2), "wb"), False
-    return os.fdopen(os.dup(spec if isinstance(spec, int) else spec.fileno()), "wb"), False
-
-
-def run(args: Any, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
-    """subprocess.run, through the zygote for the `durable` CLI's commands."""
-    if not _is_cli(args, kwargs):
-        return _RUN(args, **kwargs)
-    return _run_in_zygote([str(os.fspath(a)) for a in args], **kwargs)
-
-
-def _run_in_zygote(args: list[str], *, capture_output: bool = False, text: bool = False,
-                   universal_newlines: bool = False, input: Any = None,
-                   timeout: float | None = None, env: dict[str, str] | None = None,
-                   cwd: Any = None, check: bool = False, stdout: Any = None,
-                   stderr: Any = None, encoding: str | None = None,
-                   errors: str | None = None) -> subprocess.CompletedProcess[Any]:
-    if capture_output:
-        stdout = stderr = subprocess.PIPE
-    decode = text or universal_newlines or encoding is not None or errors is not None
-    stdin = tempfile.TemporaryFile()  # noqa: SIM115 (closed after the run)
-    if input is not None:
-        stdin.write(input.encode(encoding or "utf-8", errors or "strict") if decode
-                    else input)
-        stdin.seek(0)
-    out, out_captured = _stream(stdout, 1)
-    err, err_captured = (out, False) if stderr == subprocess.STDOUT else _stream(stderr, 2)
-    request = json.dumps({"args": args[3:], "argv0": _main_path(),
-                          "env": dict(os.environ if env is None else env),
-                          "cwd": os.fspath(cwd) if cwd is not None else os.getcwd()}).encode()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(ZYGOTE.address())
-        socket.send_fds(conn, [HEADER.pack(len(request)) + request],
-                        [stdin.fileno(), out.fileno(), err.fileno()])
-        pid, _ = STATUS.unpack(_receive(conn, STATUS.size, None))
-        try:
-            _, code = STATUS.unpack(_receive(conn, STATUS.size, timeout))
-        except TimeoutError:
-            os.killpg(pid, signal.SIGKILL)
-            _receive(conn, STATUS.size, None)
-            raise subprocess.TimeoutExpired(args, timeout or 0,
-                                            _read(out, out_captured, decode, encoding, errors),
-                                            _read(err, err_captured, decode, encoding, errors)
-                                            ) from None
-        captured_out = _read(out, out_captured, decode, encoding, errors)
-        captured_err = _read(err, err_captured, decode, encoding, errors)
-    finally:
-        conn.close()
-        for file in {id(f): f for f in (stdin, out, err)}.values():
-            file.close()
-    result = subprocess.CompletedProcess(args, code, captured_out, captured_err)
-    if check:
-        result.check_returncode()
-    return result
-
-
-def _receive(conn: socket.socket, size: int, timeout: float | None) -> bytes:
-    conn.settimeout(timeout)
-    data = b""
-    while len(data) < size:
-        more = conn.recv(size - len(data))
-        if not more:
-            raise RuntimeError("the test zygote closed a command's connection")
-        data += more
-    return data
-
-
-def _read(file: Any, captured: bool, decode: bool, encoding: str | None,
-          errors: str | None) -> Any:
-    if not captured:
+def _module_of(args: Any, executable: Any, env: Any, shell: bool, preexec_fn: Any,
+               pass_fds: Any, others: tuple[Any, ...]) -> str | None:
+    """The module to run in the zygote for this call, or None for a new interpreter."""
+    if os.environ.get("DURABLE_TEST_ZYGOTE", "1") == "0" or not ZYGOTE_READY:
         return None
-    file.seek(0)
-    data = file.read()
-    if not decode:
-        return data
-    # As subprocess's text mode: universal newlines.
-    return data.decode(encoding or "utf-8", errors or "strict").replace(
-        "\r\n", "\n").replace("\r", "\n")
+    if shell or preexec_fn is not None or pass_fds or executable is not None or any(
+            value not in (None, -1, False) for value in others):
+        return None
+    if not isinstance(args, list | tuple) or len(args) < 3 or not all(
+            isinstance(a, str) for a in args):
+        return None
+    if args[0] != sys.executable or args[1] != "-m" or args[2] not in MODULES:
+        return None
+    env = os.environ if env is None else env
+    started = {name for name in (*env, *ZYGOTE.environ)
+               if name.startswith("PYTHON") and name not in APPLIED_AT_FORK}
+    if any(env.get(name) != ZYGOTE.environ.get(name)
+           for name in (*started, *TERMINAL_VARIABLES)):
+        return None
+    return str(args[2])
 
 
-def _main_path() -> str:
-    import importlib.util
-    spec = importlib.util.find_spec(CLI_MODULE + ".__main__")
-    return spec.origin if spec is not None and spec.origin else CLI_MODULE
+class ZygotePopen(_POPEN):  # type: ignore[misc,type-arg]
+    """subprocess.Popen, whose `durable` and `arq` commands fork from the zygote."""
+
+    def _execute_child(self, args: Any, executable: Any, preexec_fn: Any, close_fds: Any,
+                       pass_fds: Any, cwd: Any, env: Any, startupinfo: Any,
+                       creationflags: Any, shell: Any, p2cread: int, p2cwrite: int,
+                       c2pread: int, c2pwrite: int, errread: int, errwrite: int,
+                       restore_signals: Any, gid: Any, gids: Any, uid: Any, umask: Any,
+                       start_new_session: Any, process_group: Any) -> None:
+        everything = (args, executable, preexec_fn, close_fds, pass_fds, cwd, env,
+                      startupinfo, creationflags, shell, p2cread, p2cwrite, c2pread,
+                      c2pwrite, errread, errwrite, restore_signals, gid, gids, uid, umask,
+                      start_new_session, process_group)
+        module = _module_of(args, executable, env, shell, preexec_fn, pass_fds,
+                            (gid, gids, uid, process_group, umask if umask != -1 else None))
+        if module is None:
+            return super()._execute_child(*everything)  # type: ignore[no-any-return]
+        request = {"module": module, "args": list(args[3:]), "new_session":
+                   bool(start_new_session), "env": dict(os.environ if env is None else env),
+                   "cwd": os.fspath(cwd) if cwd is not None else os.getcwd()}
+        streams = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1,
+                   errwrite if errwrite != -1 else 2]
+        try:
+            self.pid = ZYGOTE.spawn(request, streams)
+        except (OSError, RuntimeError):
+            return super()._execute_child(*everything)  # type: ignore[no-any-return]
+        self._child_created = True
+        self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+        return None
+
+
+def _subreaper(on: bool) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+ZYGOTE_READY = False
 
 
 def install() -> None:
-    """Route the suite's `subprocess.run` of the `durable` CLI through the zygote."""
-    subprocess.run = run  # type: ignore[assignment]
+    """Start the suite's `durable` and `arq` commands from the zygote (where this process
+    can adopt them: Linux)."""
+    global ZYGOTE_READY
+    if sys.platform != "linux" or not _subreaper(False):
+        return
+    ZYGOTE_READY = True
+    subprocess.Popen = ZygotePopen  # type: ignore[misc]
 
 
 if __name__ == "__main__":
