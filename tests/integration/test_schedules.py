@@ -148,7 +148,9 @@ async def test_cancel_other_cancels_the_running_one(store: Store) -> None:
 
 
 async def test_pause_resume_trigger_and_delete(store: Store) -> None:
-    now = minute_floor(now_ms()) + 1_000
+    # A second into the last whole minute: never ahead of the clock a resume reads (a
+    # minute's floor + 1 s was, during the first second of each minute).
+    now = minute_floor(now_ms()) - MINUTE + 1_000
     await store.create_schedule(schedule("ops", created_ms=now - 5 * MINUTE))
     with pytest.raises(ScheduleExists):
         await store.create_schedule(schedule("ops"))
