@@ -1,4 +1,8 @@
-"""End to end: real `arq worker` processes, sessions submitted through the CLI."""
+"""End to end: real `arq worker` processes, sessions submitted through the CLI.
+
+This module starts every `durable` and `arq` process as a new interpreter, never from
+the suite's zygote (tests/helpers/zygote.py): the path an operator's container takes,
+imports and all, stays covered end to end."""
 
 from __future__ import annotations
 
@@ -12,6 +16,11 @@ from helpers import EXAMPLES, wait_for_sync
 from helpers.fleet import Fleet
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def new_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DURABLE_TEST_ZYGOTE", "0")
 
 CHAIN = """
 version: 0
