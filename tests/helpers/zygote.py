@@ -207,6 +207,7 @@ class _Zygote:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.spawning = threading.Lock()
+        self.broken = False
         self.proc: subprocess.Popen[bytes] | None = None
         self.path = ""
         # What the zygote imports under: the suite's environment when it loaded this.
@@ -214,8 +215,17 @@ class _Zygote:
 
     def address(self) -> str:
         with self.lock:
+            if self.broken:
+                raise RuntimeError("the test zygote could not start")
             if self.proc is None or self.proc.poll() is not None:
-                self._start()
+                try:
+                    self._start()
+                except RuntimeError:
+                    # Once is enough: every later command gets a new interpreter.
+                    self.broken = True
+                    print("tests/helpers/zygote.py: the zygote did not start; commands "
+                          "run in new interpreters", file=sys.stderr)
+                    raise
             return self.path
 
     def _start(self) -> None:
@@ -286,7 +296,7 @@ ZYGOTE = _Zygote()
 def _module_of(args: Any, executable: Any, env: Any, shell: bool, preexec_fn: Any,
                pass_fds: Any, others: tuple[Any, ...]) -> str | None:
     """The module to run in the zygote for this call, or None for a new interpreter."""
-    if os.environ.get("DURABLE_TEST_ZYGOTE", "1") == "0" or not ZYGOTE_READY:
+    if os.environ.get("DURABLE_TEST_ZYGOTE", "1") == "0" or not ZYGOTE_READY or ZYGOTE.broken:
         return None
     if shell or preexec_fn is not None or pass_fds or executable is not None or any(
             value not in (None, -1, False) for value in others):
