@@ -143,6 +143,28 @@ async def test_fork_from_a_checkpoint_with_new_variables(console: Console, page:
     await shoot("forked")
 
 
+async def test_an_opened_fork_form_stays_open_when_the_page_refreshes(
+        console: Console, page: Page) -> None:
+    """The session's live part is replaced whenever an event comes: a form the user has
+    opened (a <details>) must not snap shut under them (CI clicked one open just before
+    the page's first refresh and found it closed)."""
+    sid = await submit(console, chain_spec(2, name="steady"))
+    await wait_status(console.api, sid, "completed")
+    await sign_in(page, console.url, f"/ui/sessions/{sid}")
+    await expect(page.locator("#feed-state")).to_contain_text("completed")
+
+    async def settled() -> bool:  # no read of the live part under way
+        return bool(await page.evaluate("() => !document.getElementById('live').dataset.busy"))
+
+    await wait_for(settled, what="the page's own refreshes to end")
+    await page.get_by_text("Fork from checkpoint 1", exact=True).first.click()
+    await expect(page.locator("#fork-vars-1")).to_be_visible()
+    await page.evaluate("() => refresh(document.getElementById('live'))")
+    await wait_for(settled, what="the refresh to end")
+    assert await page.locator("#fork-form-1").evaluate("d => d.open")
+    await expect(page.locator("#fork-vars-1")).to_be_visible()
+
+
 async def test_requeue_a_dead_letter_from_the_fleet_page(
         console_factory: Callable[..., AbstractAsyncContextManager[Console]], page: Page,
         shoot: Callable[[str], Any]) -> None:

@@ -13,7 +13,16 @@ function refresh(el) {
   }
   el.dataset.busy = "1";
   fetch(el.dataset.refresh, {credentials: "same-origin"}).then(function (r) {
-    if (r.ok) return r.text().then(function (html) { el.innerHTML = html; });
+    if (r.ok) return r.text().then(function (html) {
+      // A form the user opened stays open: the new HTML has every <details> closed.
+      var open = Array.prototype.map.call(el.querySelectorAll("details[open][id]"),
+                                          function (d) { return d.id; });
+      el.innerHTML = html;
+      open.forEach(function (id) {
+        var d = document.getElementById(id);
+        if (d && el.contains(d)) d.open = true;
+      });
+    });
   }).catch(function () {}).then(function () {
     delete el.dataset.busy;
     if (el.dataset.again) { delete el.dataset.again; refresh(el); }
