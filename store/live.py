@@ -6,13 +6,14 @@ committed is in the session's results and events."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries
 from strands_durable.store.records import StreamEntry
+from strands_durable.store.script_operator import LiveAppendArgs, LiveAppendKeys
 
 
 @dataclass(frozen=True)
@@ -23,21 +24,26 @@ class LiveBatch:
     entries: Sequence[Mapping[str, str]]
 
 
+def _flat_entries(entries: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """Each entry as its number of strings, then its fields and values (live_append.lua)."""
+    out: list[str] = []
+    for fields in entries:
+        out.append(str(2 * len(fields)))
+        for name, value in fields.items():
+            out += (name, value)
+    return tuple(out)
+
+
 class LiveOps(StoreBase):
     async def live_append(self, batches: Sequence[LiveBatch], maxlen: int, ttl_s: int
                           ) -> None:
-        """Append each batch to its session's live stream: one round trip for all (a
-        pipeline, not a transaction: sessions live in different slots on a cluster)."""
-        if not batches:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for batch in batches:
-            key = self.keys.live(batch.session_id)
-            for fields in batch.entries:
-                entry: dict[Any, Any] = dict(fields)  # redis-py's field type is invariant
-                pipe.xadd(key, entry, maxlen=maxlen, approximate=True)
-            pipe.expire(key, ttl_s)
-        await pipe.execute()
+        """Append each batch to its session's live stream, if the session still exists
+        (a late batch never makes a deleted session's stream again): one script a
+        session, all written at once on the pipelined connection."""
+        await asyncio.gather(*(self.scripts.live_append(
+            keys=LiveAppendKeys(self.keys.meta(b.session_id), self.keys.live(b.session_id)),
+            args=LiveAppendArgs(maxlen, ttl_s, _flat_entries(b.entries)))
+            for b in batches if b.entries))
 
     async def live_entries(self, session_id: str, after: str = "-", count: int | None = None
                            ) -> list[StreamEntry]:

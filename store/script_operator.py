@@ -137,6 +137,21 @@ class LanePageArgs:
     page: int
 
 
+# -- live_append.lua -----------------------------------------------------------------
+@dataclass(frozen=True)
+class LiveAppendKeys:
+    meta: str
+    live: str
+
+
+@dataclass(frozen=True)
+class LiveAppendArgs:
+    maxlen: int
+    ttl_s: int
+    # Each entry as its number of strings, then its field, value, field, value, ...
+    entries: tuple[str, ...]
+
+
 # -- lock_release.lua, lock_extend.lua ------------------------------------------------
 @dataclass(frozen=True)
 class LockKeys:
@@ -318,6 +333,10 @@ class OperatorScripts(ScriptLibrary):
         """A lane's length and its newest `page` messages, read together."""
         length, newest = await self._call("lane_page", keys, args)
         return int(length), list(newest)
+
+    async def live_append(self, *, keys: LiveAppendKeys, args: LiveAppendArgs) -> int:
+        """1 when appended, 0 when the session is gone (nothing written)."""
+        return int(await self._call("live_append", keys, args) or 0)
 
     async def lock_release(self, *, keys: LockKeys, args: LockReleaseArgs) -> int:
         return int(await self._call("lock_release", keys, args) or 0)
