@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from strands_durable.api.console import docs, pages, schedules_page, session
+from strands_durable.api.console import audit_page, docs, pages, schedules_page, session
 from strands_durable.api.console.common import STATIC
 
 
@@ -21,3 +21,4 @@ def install(app: FastAPI) -> None:
     app.include_router(pages.router)
     app.include_router(session.router)
     app.include_router(schedules_page.router)
+    app.include_router(audit_page.router)

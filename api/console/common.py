@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from strands_durable.access import Role
-from strands_durable.api.auth import audit
+from strands_durable.api.auth import ROLE_OF, audit
 from strands_durable.api.console.auth import (
     BadCsrf,
     ConsoleUser,
@@ -36,6 +36,10 @@ MAX_FIELD_CHARS = 65_536  # a human's answer may be long; nothing else comes nea
 templates = Environment(loader=FileSystemLoader(HERE / "templates"),
                         autoescape=select_autoescape(["html"]), trim_blocks=True,
                         lstrip_blocks=True)
+# The audit page needs the API's role for the audit trail; the navigation shows its link
+# to whom has it.
+AUDIT_ROLE = ROLE_OF.get("audit", Role.ADMIN)
+templates.globals["audit_role"] = AUDIT_ROLE
 T = TypeVar("T")
 
 
