@@ -37,10 +37,12 @@ def get_live_followers(request: Request) -> LiveFollowers:
     made on first use with the blocking read the Redis socket timeout allows."""
     followers: LiveFollowers | None = getattr(request.app.state, "live_followers", None)
     if followers is None:
-        socket_ms = int(get_settings(request).redis_socket_timeout_s * 1000)
+        settings = get_settings(request)
+        socket_ms = int(settings.redis_socket_timeout_s * 1000)
         block_ms = max(100, min(LIVE_BLOCK_MS, socket_ms - 1000))
-        followers = request.app.state.live_followers = LiveFollowers(get_store(request),
-                                                                     block_ms)
+        grace_s = max(0.5, 10 * settings.live_flush_ms / 1000)  # ten of the workers' flushes
+        followers = request.app.state.live_followers = LiveFollowers(
+            get_store(request), block_ms, grace_s)
     return followers
 
 

@@ -135,9 +135,13 @@ class LiveFollowers:
     what is new (a short range read) when that read says there is some. 100 clients on
     20 sessions hold 20 blocking connections, not 100."""
 
-    def __init__(self, store: Store, block_ms: int = 1_000) -> None:
+    def __init__(self, store: Store, block_ms: int = 1_000, end_grace_s: float = 0.5) -> None:
         self.store = store
         self.block_ms = block_ms
+        # A worker flushes its live buffer every DURABLE_LIVE_FLUSH_MS, apart from its
+        # commit: a step's last text can land just after its session has ended. A
+        # follower that finds the session ended waits this long once for more.
+        self.end_grace_s = end_grace_s
         self._watches: dict[str, _Watch] = {}
 
     def _watch(self, session_id: str) -> _Watch:
@@ -162,6 +166,7 @@ class LiveFollowers:
         watch = self._watch(session_id)
         try:
             last = after
+            graced = False
             while True:
                 entries = watch.after(last)
                 if entries is None:
@@ -176,6 +181,10 @@ class LiveFollowers:
                 # Quiet for a while: is the session over? (Looked at only now, and with
                 # one field: with many followers, each new entry wakes every one.)
                 status = await self.store.status_of(session_id)
+                if status is not None and status.is_terminal and not graced:
+                    graced = True
+                    if await watch.newer_than(last, self.end_grace_s):
+                        continue
                 if status is None or status.is_terminal:
                     for entry_id, fields in await self.store.live_entries(session_id, last):
                         doc = LiveEntry.of(entry_id, fields)

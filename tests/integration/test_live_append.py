@@ -6,9 +6,14 @@ stream is capped and expires after its last write."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from strands_durable.models import SessionStatus
+from strands_durable.sessions.control import cancel
 from strands_durable.sessions.deletion import delete_session
+from strands_durable.sessions.live import Idle, LiveFollowers
 from strands_durable.sessions.start import start_session
 from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.live import LiveBatch
@@ -53,3 +58,34 @@ async def test_the_stream_is_capped(store: Store) -> None:
                                 ttl_s=600)
     # MAXLEN ~ trims whole nodes: about the cap, never the 3,000 written.
     assert 200 <= await store.redis.xlen(store.keys.live(sid)) < 400
+
+
+async def test_a_batch_just_after_the_end_still_reaches_a_follower(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker flushes its live buffer apart from its commit: a step's last text can
+    land just after its session ended. A follower that finds the session ended waits a
+    grace for it before its end (CI saw a client miss a step's whole reply)."""
+    sid, _ = await start_session(store, load_spec_text(SPEC, "live.yaml"))
+    await store.live_append([LiveBatch(sid, [{"kind": "attempt", "step": "s", "attempt": "1",
+                                             "worker": "w"}])], maxlen=1000, ttl_s=600)
+    ended = asyncio.Event()
+    status_of = store.status_of
+
+    async def told_ended(session_id: str) -> SessionStatus | None:
+        status = await status_of(session_id)
+        if status is not None and status.is_terminal:
+            ended.set()
+        return status
+
+    monkeypatch.setattr(store, "status_of", told_ended)
+    followers = LiveFollowers(store, block_ms=100, end_grace_s=30)
+
+    async def follow() -> list[str]:
+        return [e.kind async for e in followers.follow(sid) if not isinstance(e, Idle)]
+
+    following = asyncio.create_task(follow())
+    await cancel(store, sid)
+    await ended.wait()
+    await store.live_append([LiveBatch(sid, [{"kind": "text", "step": "s", "attempt": "1",
+                                             "text": "late"}])], maxlen=1000, ttl_s=600)
+    assert await asyncio.wait_for(following, 60) == ["attempt", "text"]
