@@ -7,6 +7,7 @@ import json.encoder
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -97,6 +98,14 @@ def now_iso() -> str:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def utc_text(ms: int | None, missing: str = "-") -> str:
+    """`ms` since the epoch to the second, as tables show it (`2026-11-28 21:07:13Z`);
+    `missing` for none."""
+    if ms is None:
+        return missing
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 # The second's text, kept: a worker stamps each step with the time two or three times,

@@ -4,7 +4,6 @@ them can reach Redis, which is more than any token grants)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -31,7 +30,7 @@ from strands_durable.api.cli.common import (
 )
 from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.api.schemas_access import TokenCreated, TokenOut
-from strands_durable.models import now_ms
+from strands_durable.models import now_ms, utc_text
 from strands_durable.sessions import access, quotas
 from strands_durable.store.store import Store
 
@@ -63,11 +62,6 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def when(ms: int | None) -> str:
-    return "" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime(
-        "%Y-%m-%d %H:%M:%SZ")
-
-
 @tokens_app.command("create")
 def tokens_create(
     role: Annotated[Role, typer.Option(help="read, submit, operate or admin.")],
@@ -95,7 +89,7 @@ def tokens_create(
         return
     err.print(f"token {created.info.id}: {created.info.role.value} on "
               f"{', '.join(created.info.namespaces)}"
-              + (f", expires {when(created.info.expires_ms)}" if created.info.expires_ms
+              + (f", expires {utc_text(created.info.expires_ms)}" if created.info.expires_ms
                  else "") + "; it is shown this once")
     print(created.token)
 
@@ -115,7 +109,7 @@ def tokens_list(as_json: JsonOpt = False) -> None:
     table = new_table("id", "name", "role", "namespaces", "state", "created", "expires")
     for t in items:
         table.add_row(t.id, escape(t.name), t.role.value, escape(", ".join(t.namespaces)),
-                      t.state, when(t.created_ms), when(t.expires_ms))
+                      t.state, utc_text(t.created_ms, ""), utc_text(t.expires_ms, ""))
     print_table(table)
 
 
@@ -155,7 +149,7 @@ def audit(
         return
     table = new_table("when", "actor", "action", "target", "from", "detail")
     for e in entries:
-        table.add_row(when(e.at_ms), escape(e.actor), e.action, escape(e.target),
+        table.add_row(utc_text(e.at_ms), escape(e.actor), e.action, escape(e.target),
                       escape(e.source), escape(e.detail))
     print_table(table)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -30,6 +29,7 @@ from strands_durable.api.cli.common import (
     with_store,
 )
 from strands_durable.api.cli.output import new_table, print_table
+from strands_durable.models import utc_text
 from strands_durable.scheduler.schedule_ops import (
     ScheduleOptions,
     ScheduleView,
@@ -78,12 +78,6 @@ CatchupOpt = Annotated[int | None, typer.Option(
     "ticks missed no longer ago than this (default 300); older ones are skipped.")]
 
 
-def _at(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
 def _vars(var: list[str] | None) -> dict[str, str]:
     return parse_var_args(var or [])
 
@@ -117,7 +111,7 @@ def _show(view: ScheduleView, as_json: bool) -> None:
               f"{view.catchup_window_s}s"
               + (f", webhook {escape(view.webhook_url)}" if view.webhook_url else ""),
               highlight=False, soft_wrap=True)
-    out.print("next: " + (", ".join(_at(t) for t in view.next_fire_ms) or "- (paused)"),
+    out.print("next: " + (", ".join(utc_text(t) for t in view.next_fire_ms) or "- (paused)"),
               highlight=False, soft_wrap=True)
     if view.recent_runs:
         _runs_table(view.recent_runs)
@@ -128,7 +122,7 @@ def _show(view: ScheduleView, as_json: bool) -> None:
 def _runs_table(runs: list[ScheduleRun]) -> None:
     table = new_table("tick", "outcome", "trigger", "session_id", "detail")
     for run in runs:
-        table.add_row(_at(run.tick_ms), run.outcome, run.trigger, run.session_id or "-",
+        table.add_row(utc_text(run.tick_ms), run.outcome, run.trigger, run.session_id or "-",
                       escape(run.detail))
     print_table(table)
 
@@ -209,8 +203,8 @@ def schedules_list(as_json: JsonOpt = False) -> None:
         last = v.recent_runs[0] if v.recent_runs else None
         table.add_row(escape(v.name), escape(v.workflow_name), escape(v.cron), v.timezone,
                       "paused" if v.paused else "active",
-                      _at(v.next_fire_ms[0]) if v.next_fire_ms else "-",
-                      f"{_at(last.tick_ms)} {last.outcome}" if last else "-")
+                      utc_text(v.next_fire_ms[0]) if v.next_fire_ms else "-",
+                      f"{utc_text(last.tick_ms)} {last.outcome}" if last else "-")
     print_table(table)
 
 

@@ -4,8 +4,6 @@ where, as `durable audit` and GET /v1/audit show it (an operator's role, as the 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from fastapi import APIRouter, Request, Response
 
 from strands_durable.api.console.auth import ConsoleUser
@@ -18,14 +16,11 @@ from strands_durable.api.console.common import (
 )
 from strands_durable.api.deps import get_store
 from strands_durable.errors import InvalidInput
+from strands_durable.models import utc_text
 from strands_durable.sessions.access import audit_page
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
-
-
-def utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 @router.get("/audit")
@@ -37,6 +32,6 @@ async def audit(request: Request, before: str | None = None) -> Response:
         except InvalidInput as exc:
             raise ConsoleError(400, "invalid_input", str(exc)) from None
         older = entries[-1].id if len(entries) == PAGE else None
-        return page(request, "audit.html", entries=entries, older=older, utc=utc,
+        return page(request, "audit.html", entries=entries, older=older, utc=utc_text,
                     namespace=user.namespace, paged=before is not None)
     return await guarded(request, work)

@@ -5,7 +5,6 @@ Schedules belong to the default namespace."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
@@ -17,16 +16,11 @@ from strands_durable.api.console.auth import ConsoleUser, check_csrf
 from strands_durable.api.console.common import ConsoleError, guarded, page, read_form, require
 from strands_durable.api.deps import ensure_prepared, get_store
 from strands_durable.errors import InvalidId
+from strands_durable.models import utc_text
 from strands_durable.scheduler.schedule_ops import schedule_views, set_paused, trigger_now
 from strands_durable.store.keys import check_schedule_name
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
-
-
-def utc(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 @router.get("/schedules")
@@ -35,7 +29,7 @@ async def schedules(request: Request) -> Response:
         require(user, Role.READ)
         elsewhere = user.namespace != DEFAULT_NAMESPACE
         views = [] if elsewhere else await schedule_views(get_store(request), runs=3)
-        return page(request, "schedules.html", schedules=views, utc=utc,
+        return page(request, "schedules.html", schedules=views, utc=utc_text,
                     elsewhere=elsewhere, default_namespace=DEFAULT_NAMESPACE,
                     can_operate=user.principal.may(Role.OPERATE), quoted=_quoted)
     return await guarded(request, work)
