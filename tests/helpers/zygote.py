@@ -104,13 +104,7 @@ def _fork_command(conn: socket.socket, own_fds: tuple[int, ...]) -> None:
         if len(data) < HEADER.size or len(fds) != 3:
             return
         (size,) = HEADER.unpack_from(data)
-        body = data[HEADER.size:]
-        while len(body) < size:
-            more = conn.recv(size - len(body))
-            if not more:
-                return
-            body += more
-        request = json.loads(body)
+        request = json.loads(_receive(conn, size, data[HEADER.size:]))
         if os.fork() == 0:  # the intermediate: forks the command, says its pid, ends
             try:
                 pid = os.fork()
@@ -123,6 +117,17 @@ def _fork_command(conn: socket.socket, own_fds: tuple[int, ...]) -> None:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _receive(conn: socket.socket, size: int, have: bytes = b"") -> bytes:
+    """`size` bytes from `conn`, `have` first; OSError if it closes before."""
+    data = have
+    while len(data) < size:
+        more = conn.recv(size - len(data))
+        if not more:
+            raise OSError("the other end of the test zygote's socket closed early")
+        data += more
+    return data
 
 
 def _command(fds: list[int], own_fds: tuple[int, ...], request: dict[str, Any]) -> None:
@@ -259,13 +264,7 @@ class _Zygote:
             _subreaper(True)
             try:
                 socket.send_fds(conn, [HEADER.pack(len(body)) + body], fds)
-                data = b""
-                while len(data) < PID.size:
-                    more = conn.recv(PID.size - len(data))
-                    if not more:
-                        raise OSError("the test zygote did not start the command")
-                    data += more
-                (pid,) = PID.unpack(data)
+                (pid,) = PID.unpack(_receive(conn, PID.size))
                 if not _wait_adopted(pid):
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
