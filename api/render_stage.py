@@ -20,6 +20,7 @@ import logging
 import math
 import multiprocessing
 import os
+import select
 import signal
 import threading
 import traceback
@@ -103,7 +104,31 @@ def _ready() -> int:
     return os.getpid()
 
 
-def _prepare_process() -> None:
+def _end_with(api_pid: int) -> None:
+    """Exit when the API's process does. A pool's processes otherwise outlive an API
+    killed -9 (or out of memory) for ever: each waits on a call queue whose write end it
+    holds itself, so it never reads an end of file, and the resource tracker waits on
+    them in turn. Watched through a pidfd (told at once), or by polling where the kernel
+    has none."""
+    if os.getppid() != api_pid:  # it died while this process started
+        os._exit(0)
+    try:
+        pidfd = os.pidfd_open(api_pid)
+    except (AttributeError, OSError):
+        pidfd = None
+
+    def watch() -> None:
+        if pidfd is not None:
+            select.select([pidfd], [], [])
+        else:
+            while os.getppid() == api_pid:
+                threading.Event().wait(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="render-stage-parent", daemon=True).start()
+
+
+def _prepare_process(api_pid: int) -> None:
     """Renders yield the CPU to the API's own process (and Redis) when the machine is
     busy: a full stage is CPU-bound on every worker, and /healthz must still answer.
     Ctrl-C in a terminal reaches the whole process group: it is the API's to handle (its
@@ -111,6 +136,7 @@ def _prepare_process() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):  # not allowed here: run at the API's priority
         os.nice(RENDER_NICENESS)
+    _end_with(api_pid)
 
 
 # -- in the API's process ------------------------------------------------------------
@@ -120,7 +146,8 @@ def _pool(workers: int) -> ProcessPoolExecutor:
         if pool is None:
             # spawn, not fork: the API's process has threads (and locks they may hold).
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_prepare_process)
+                                       initializer=_prepare_process,
+                                       initargs=(os.getpid(),))
             _pools[workers] = pool
         return pool
 
