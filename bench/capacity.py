@@ -81,10 +81,22 @@ async def _fleet(args: argparse.Namespace, redis_url: str, logdir: Path, prefix:
         try:
             for _ in range(args.workers):
                 procs.start(f"{name}-worker", ["strands_durable.worker.WorkerSettings"], env)
+            await _all_up(store, procs, args.workers)
             yield server, procs, store
         finally:
             procs.stop()
             await store.close()
+
+
+async def _all_up(store: Any, procs: Procs, workers: int, within_s: float = 120.0) -> None:
+    """Wait until every worker heartbeats: sessions submitted while the others still
+    import would run on the first one up, and the fleet's first seconds would measure
+    this machine's start-up, not the fleet against the provider's limit."""
+    deadline = time.monotonic() + within_s
+    while len(await store.heartbeats()) < workers:
+        if procs.dead() or time.monotonic() > deadline:
+            raise SystemExit(f"the workers did not all start:\n{procs.tail()}")
+        await asyncio.sleep(0.1)
 
 
 async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir: Path
