@@ -7,7 +7,10 @@ flight and answers 429 + Retry-After beyond, and chains of `--steps` steps.
 
 Modes, each a fresh keyspace on one private redis-server:
 - `off`: DURABLE_CAPACITY_ENABLED=false, every worker meets the limit alone (as before);
-- `learned`: nothing declared, the fleet learns the limit from the 429s;
+- `learned`: nothing declared; the server names its limit in every answer, as OpenAI
+  does (`x-ratelimit-limit-requests`), and the fleet paces itself under it;
+- `silent`: nothing declared, and the server names its limit only on a 429: the fleet
+  learns it by meeting it;
 - `declared`: DURABLE_CAPACITY_LIMITS names the server's limits;
 - `fair`: fair share (limits declared): `--sessions` chains alone, then beside one
   session of `--branches` parallel branches submitted first; printed: the chains' p95
@@ -63,7 +66,7 @@ async def _fleet(args: argparse.Namespace, redis_url: str, logdir: Path, prefix:
     from strands_durable.store.connect import open_store
 
     with limited_llm(per_second=args.per_second, at_once=args.at_once,
-                     delay_s=args.delay_s) as server:
+                     delay_s=args.delay_s, names_limit=name != "silent") as server:
         env = clean_env(DURABLE_REDIS_URL=redis_url, DURABLE_KEY_PREFIX=prefix,
                         DURABLE_METRICS_PORT="0", DURABLE_WORKER_CONCURRENCY=str(args.concurrency),
                         DURABLE_OPENAI_HOSTS=server.url(), OPENAI_API_KEY="bench")
@@ -105,7 +108,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
     from strands_durable.sessions.start import start_session
     from strands_durable.spec.loader import load_spec_text
 
-    limits = None if mode == "off" else mode == "declared"
+    limits = None if mode == "off" else mode == "declared"  # silent: learned too
     samples: list[_Sample] = []
     async with _fleet(args, redis_url, logdir, f"cap{mode}{os.getpid()}", mode,
                       limits) as (server, procs, store):
@@ -144,6 +147,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, redis_url: str, logdir:
             "failed": statuses.count(SessionStatus.FAILED),
             "running": statuses.count(SessionStatus.RUNNING),
             "requests": total, "accepted": server.accepted, "throttled": server.throttled,
+            "throttled_at_once": server.throttled_at_once,
             "throttled_share": server.throttled / total if total else 0.0,
             # From the first request answered to the last: the workers' start-up (seconds
             # of imports on this machine) is not the provider's time.
@@ -253,7 +257,7 @@ def _fair(args: argparse.Namespace, redis_url: str, logdir: Path) -> dict[str, A
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modes", default="off,learned,declared")
+    parser.add_argument("--modes", default="off,silent,learned,declared")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sessions", type=int, default=40)
@@ -277,7 +281,8 @@ def main() -> int:
                 rows.append(row)
                 print(f"{mode:>9}: {row['completed']}/{row['sessions']} completed, "
                       f"{row['failed']} failed; {row['requests']} requests, "
-                      f"{row['throttled']} throttled ({row['throttled_share']:.1%}); "
+                      f"{row['throttled']} throttled ({row['throttled_share']:.1%}, "
+                      f"{row['throttled_at_once']} of them at once); "
                       f"goodput {row['goodput_per_s']:.2f}/s = {row['goodput_of_limit']:.2f} "
                       f"of the limit; peak {row['peak_at_once']} at once; "
                       f"{row['seconds']:.1f} s", flush=True)

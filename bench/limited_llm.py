@@ -1,7 +1,9 @@
 """A local OpenAI-compatible server with an account limit, as real providers enforce one:
 at most `per_second` requests in any one-second window and `at_once` in flight; beyond
 either it answers 429 with `Retry-After` and OpenAI's `x-ratelimit-*` headers. Accepted
-requests stream a reply (SSE, usage in the last chunk) after `delay_s`. It counts what
+requests stream a reply (SSE, usage in the last chunk) after `delay_s`, with the
+`x-ratelimit-*` headers too, as OpenAI sends them (`names_limit=False`: only on a 429,
+as a server that keeps its limit to itself until it is met). It counts what
 it answered, so a test or the bench can say how many requests were throttled.
 """
 
@@ -24,9 +26,11 @@ class LimitedLLM:
     at_once: int = 6
     delay_s: float = 0.2
     retry_after_s: float = 1.0
+    names_limit: bool = True  # x-ratelimit-* on every answer, not only on a 429
     port: int = 0
     accepted: int = 0
     throttled: int = 0
+    throttled_at_once: int = 0  # of them, those over the requests-at-once limit
     peak_at_once: int = 0
     accepted_at: list[float] = field(default_factory=list)  # monotonic
     # Set: accepted requests are answered; clear: they are held open until it is set
@@ -47,6 +51,7 @@ class LimitedLLM:
                 self._starts.popleft()
             if len(self._starts) >= self.per_second or self._in_flight >= self.at_once:
                 self.throttled += 1
+                self.throttled_at_once += len(self._starts) < self.per_second
                 return False
             self._starts.append(now)
             self._in_flight += 1
@@ -81,10 +86,13 @@ def _events(model: str, text: str) -> Iterator[str]:
     yield "data: [DONE]\n\n"
 
 
-def _send_chunked(handler: BaseHTTPRequestHandler, chunks: Iterator[str]) -> None:
+def _send_chunked(handler: BaseHTTPRequestHandler, chunks: Iterator[str],
+                  headers: dict[str, str] | None = None) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "text/event-stream")
     handler.send_header("Transfer-Encoding", "chunked")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
     handler.end_headers()
     for chunk in chunks:
         data = chunk.encode()
@@ -123,7 +131,9 @@ def limited_llm(**options: Any) -> Iterator[LimitedLLM]:
                 last = body["messages"][-1]["content"]
                 text = last if isinstance(last, str) else "".join(
                     part.get("text", "") for part in last)
-                _send_chunked(self, _events(body["model"], f"answer to {text[:40]}"))
+                named = {"x-ratelimit-limit-requests": str(state.per_second * 60)} \
+                    if state.names_limit else {}
+                _send_chunked(self, _events(body["model"], f"answer to {text[:40]}"), named)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the caller went away (a killed worker): nobody to answer
             finally:

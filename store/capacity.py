@@ -142,15 +142,16 @@ class CapacityOps(StoreBase):
     async def capacity_renew(self, key: ProviderKey, lease_id: str, until_ms: int,
                              scope: SpecScope | None = None) -> None:
         await self.scripts.capacity_release(
-            keys=self._release_keys(key, scope), args=ReleaseArgs(lease_id, 0, 0, 0, 0, until_ms))
+            keys=self._release_keys(key, scope),
+            args=ReleaseArgs(lease_id, 0, 0, 0, 0, until_ms, 0))
 
     async def capacity_release(self, key: ProviderKey, limits: DeclaredLimits, lease_id: str,
                                extra_tokens: int, succeeded: bool,
-                               scope: SpecScope | None = None) -> None:
+                               scope: SpecScope | None = None, told_rpm: int = 0) -> None:
         await self.scripts.capacity_release(
             keys=self._release_keys(key, scope),
             args=ReleaseArgs(lease_id, extra_tokens, int(succeeded), limits.rpm,
-                             limits.in_flight, 0))
+                             limits.in_flight, 0, told_rpm))
 
     async def capacity_throttled(self, key: ProviderKey, lease_id: str, backoff_ms: int,
                                  told_rpm: int, decrease: float, min_rpm: int,

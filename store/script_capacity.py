@@ -59,6 +59,7 @@ class ReleaseArgs:
     declared_rpm: int
     declared_in_flight: int
     renew_until_ms: int  # > 0: only extend the lease to this expiry
+    told_rpm: int  # the requests-per-minute limit the provider named in its answer, 0 if none
 
 
 @dataclass(frozen=True)

@@ -289,12 +289,15 @@ class CapacityGate:
         until = int(time.time() * 1000 + self.policy.capacity_lease_s * 1000)
         await self.store.capacity_renew(lease.key, lease.lease_id, until, lease.scope)
 
-    async def release(self, lease: Lease, used_tokens: int | None, succeeded: bool) -> None:
+    async def release(self, lease: Lease, used_tokens: int | None, succeeded: bool,
+                      told_rpm: int | None = None) -> None:
+        """Give the lease back; `told_rpm`: the requests-a-minute limit the provider named
+        in its answer (worker/providers/told.py), believed as a throttle's is."""
         extra = 0 if used_tokens is None else used_tokens - lease.estimated_tokens
         metrics.capacity_in_flight(lease.key.provider, lease.key.model, -1)
         try:
             await self.store.capacity_release(lease.key, lease.limits, lease.lease_id, extra,
-                                              succeeded, lease.scope)
+                                              succeeded, lease.scope, told_rpm or 0)
         finally:
             if (queue := self._queues.get(lease.key.digest)) is not None:
                 queue.freed.set()

@@ -18,6 +18,7 @@ from strands.types.tools import ToolSpec
 from strands_durable.store.capacity import ProviderKey, SpecScope
 from strands_durable.worker.capacity import CapacityGate, Lease, OnGranted, OnWait
 from strands_durable.worker.model_wrapper import ModelWrapper
+from strands_durable.worker.providers.told import listening
 from strands_durable.worker.providers.transient import throttle_of
 
 __all__ = ["CapacityModel", "estimate_tokens"]
@@ -82,14 +83,15 @@ class CapacityModel(ModelWrapper):
             answered = False
             used: int | None = None
             try:
-                async for event in self.inner.stream(messages, tool_specs, system_prompt,
-                                                     **kwargs):
-                    if noting is not None:  # written before anything of the reply
-                        await asyncio.shield(noting)
-                        noting = None
-                    answered = True
-                    used = _usage(event) if used is None else used
-                    yield event
+                with listening() as told:
+                    async for event in self.inner.stream(messages, tool_specs,
+                                                         system_prompt, **kwargs):
+                        if noting is not None:  # written before anything of the reply
+                            await asyncio.shield(noting)
+                            noting = None
+                        answered = True
+                        used = _usage(event) if used is None else used
+                        yield event
             except Exception as exc:
                 renewing.cancel()
                 if noting is not None:  # the grant's note before the next wait's
@@ -111,7 +113,7 @@ class CapacityModel(ModelWrapper):
             renewing.cancel()
             if noting is not None:  # a stream of no events: the note all the same
                 await asyncio.shield(noting)
-            await self.gate.release(lease, used, succeeded=True)
+            await self.gate.release(lease, used, succeeded=True, told_rpm=told.limit_rpm)
             return
 
     async def _keep(self, lease: Lease) -> None:

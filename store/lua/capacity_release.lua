@@ -13,6 +13,7 @@ local succeeded = ARGV[3]
 local declared_rpm = ARGV[4]
 local declared_in_flight = ARGV[5]
 local renew_until_ms = ARGV[6]
+local told_rpm = ARGV[7]
 
 local renew_until = tonumber(renew_until_ms)
 if renew_until > 0 then
@@ -29,12 +30,22 @@ for _, bucket in ipairs({state_key, scope_state_key}) do
     redis.call('HINCRBYFLOAT', bucket, 'tok_tokens', -extra)
   end
 end
+local TOLD_MARGIN = 0.95  -- as capacity_throttled.lua's: arrivals jitter
 if succeeded == '1' then
   local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight', 'rpm_ceiling')
   local rpm, inflight = tonumber(f[1]) or 0, tonumber(f[2]) or 0
   local rpm_cap, inflight_cap = tonumber(declared_rpm), tonumber(declared_in_flight)
-  -- Just under the limit the provider named (capacity_throttled.lua): no higher.
+  -- Just under the limit the provider named (capacity_throttled.lua): no higher. A
+  -- provider that names it in every answer (OpenAI, Anthropic) is believed from the
+  -- first: the rate starts just under it (or comes down to it) before any 429.
   local ceiling = tonumber(f[3]) or 0
+  local told = tonumber(told_rpm)
+  if told > 0 and math.abs(told * TOLD_MARGIN - ceiling) >= 0.01 then
+    ceiling = told * TOLD_MARGIN
+    if rpm <= 0 or rpm > ceiling then rpm = ceiling end
+    redis.call('HSET', state_key, 'rpm_ceiling', tostring(ceiling))  -- the rate: below
+    redis.call('PEXPIRE', state_key, 86400000)
+  end
   if ceiling > 0 and (rpm_cap <= 0 or ceiling < rpm_cap) then rpm_cap = ceiling end
   if rpm > 0 then
     -- One more request a minute for every request that went through.

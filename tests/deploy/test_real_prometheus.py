@@ -313,8 +313,10 @@ def stack(fleet_factory, tmp_path: Path, allow_provider_host, monkeypatch) -> It
         pytest.skip("prometheus/promtool are not installed and tests/run.sh could not "
                     "install Debian's `prometheus` package (apt-get install prometheus)")
     llm = contextlib.ExitStack()
+    # names_limit=False: a server that names its limit only on a 429, so the fleet meets
+    # it and the throttle panels have data.
     server = llm.enter_context(limited_llm(per_second=4, at_once=2, delay_s=0.05,
-                                           retry_after_s=0.5))
+                                           retry_after_s=0.5, names_limit=False))
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the workers inherit both
     allow_provider_host("openai", server.url())
     fleet: Fleet = fleet_factory(heartbeat_s=1, claim_idle_ms=1500, read_block_ms=200,

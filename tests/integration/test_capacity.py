@@ -196,7 +196,8 @@ async def test_real_workers_against_an_account_limit_complete_every_session(
     from strands_durable.spec.loader import load_spec_text
 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    with limited_llm(per_second=10, at_once=6, delay_s=0.2) as server:
+    # Named only on a 429: the fleet learns the limit by meeting it (throttles happen).
+    with limited_llm(per_second=10, at_once=6, delay_s=0.2, names_limit=False) as server:
         allow_provider_host("openai", server.url())
         fleet = fleet_factory(worker_concurrency=16)
         fleet.start_worker()

@@ -33,6 +33,7 @@ from strands_durable.worker.providers.sdk import (
     load_class,
     require_model_id,
 )
+from strands_durable.worker.providers.told import hear
 
 
 def build(cfg: ModelConfig) -> Model:
@@ -80,7 +81,11 @@ def _finish_watched(base: type[Any]) -> type[Any]:
             if held is not None and held[0] == key:
                 return held[1]
             # A replaced client is not closed: a turn still streaming may hold it.
-            client = openai.AsyncOpenAI(**self._resolve_client_args())
+            args = self._resolve_client_args()
+            if "http_client" not in args:  # the SDK's defaults, and an ear for its limits
+                args["http_client"] = openai.DefaultAsyncHttpxClient(
+                    event_hooks={"response": [hear]})
+            client = openai.AsyncOpenAI(**args)
             clients[loop] = (key, client)
             return client
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from strands_durable.errors import ProviderError, ProviderStreamCutShort
 
-__all__ = ["Throttle", "is_transient", "permanent_cause", "throttle_of"]
+__all__ = ["Throttle", "is_transient", "limit_rpm_of", "permanent_cause", "throttle_of"]
 
 # HTTP statuses worth a retry: timeout, rate limit, server trouble (not 501/505,
 # which will not change on a retry), Anthropic's 529 "overloaded".
@@ -218,7 +218,7 @@ def throttle_of(exc: BaseException) -> Throttle | None:
         headers = headers or _headers(error)
     if not found:
         return None
-    return Throttle(retry_after_s=_retry_after(headers), limit_rpm=_limit_rpm(headers))
+    return Throttle(retry_after_s=_retry_after(headers), limit_rpm=limit_rpm_of(headers))
 
 
 def _headers(error: BaseException) -> dict[str, str]:
@@ -270,7 +270,8 @@ def _retry_after(headers: dict[str, str]) -> float | None:
     return None if seconds is None else min(seconds, MAX_RETRY_AFTER_S)
 
 
-def _limit_rpm(headers: dict[str, str]) -> int | None:
+def limit_rpm_of(headers: dict[str, str]) -> int | None:
+    """The requests-per-minute limit the provider names in `headers` (lower-cased)."""
     for name in ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit"):
         value = _number(headers.get(name))
         if value is not None and value >= 1:
