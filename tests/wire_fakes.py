@@ -43,6 +43,8 @@ class WireFake:
     plan: list[str] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Headers every answer carries (a provider's rate-limit headers, say).
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -85,6 +87,8 @@ def _handler(state: WireFake) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Type", content_type)
             self.send_header("Transfer-Encoding", "chunked")
+            for name, value in state.headers.items():
+                self.send_header(name, value)
             self.end_headers()
             for data in chunks:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -7,11 +7,13 @@ worker/capacity_model.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import wait_for
+from wire_fakes import wire_fake
 
 from bench.limited_llm import limited_llm
 from strands_durable.provider_policy import CapacityPolicy
@@ -77,3 +79,29 @@ async def test_the_openai_client_hears_the_limit_on_a_successful_answer(
     # The server takes 10 a second (600 a minute) and, like OpenAI, says so in every
     # answer: the fleet paces itself at 0.95 of it from the first answer, no 429 met.
     assert state.learned_rpm == (pytest.approx(570) if names_limit else 0)
+
+
+NAMED = {"openai": {"x-ratelimit-limit-requests": "600"},
+         "anthropic": {"anthropic-ratelimit-requests-limit": "600"}}
+WIRE = {"openai": ("gpt-4o", "/v1"), "anthropic": ("claude-x", "")}
+
+
+@pytest.mark.parametrize("provider", sorted(NAMED))
+async def test_each_providers_client_hears_its_own_header(
+        store: Store, provider: str, allow_provider_host: Callable[[str, str], None],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec(provider) is None:
+        pytest.skip(f"the {provider} SDK is not installed")
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    model_id, path = WIRE[provider]
+    with wire_fake() as server:
+        server.headers.update(NAMED[provider])
+        allow_provider_host(provider, server.url + path)
+        key = ProviderKey(provider, model_id, server.url + path)
+        model = build_model(ModelConfig(provider=provider, agent_id="a", model_id=model_id,
+                                        host=server.url + path))
+        await _one_turn(store, model, key)
+    await store.capacity_register(key)
+    assert {s.key: s for s in await store.capacity_states()}[key].learned_rpm == \
+        pytest.approx(570)

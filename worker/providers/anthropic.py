@@ -8,6 +8,7 @@ from strands.models.model import Model
 
 from strands_durable.worker.providers.config import ModelConfig, sampling
 from strands_durable.worker.providers.sdk import load_class, require_model_id
+from strands_durable.worker.providers.told import hear
 
 # Anthropic's API requires max_tokens; Strands has no default for it.
 ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
@@ -16,7 +17,13 @@ ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
 def build(cfg: ModelConfig) -> Model:
     require_model_id(cfg)
     cls = load_class(cfg, "strands.models.anthropic", "AnthropicModel", "anthropic")
-    client_args: dict[str, Any] = {"max_retries": 0}  # call_agent owns retries
+    import anthropic  # load_class found it
+
+    client_args: dict[str, Any] = {
+        "max_retries": 0,  # call_agent owns retries
+        # The SDK's defaults, and an ear for the limits each answer names (told.py).
+        "http_client": anthropic.DefaultAsyncHttpxClient(event_hooks={"response": [hear]}),
+    }
     if cfg.host:
         client_args["base_url"] = cfg.host
     return cast(
