@@ -24,7 +24,7 @@ NAMES = (
     "release", "requeue", "fork", "retire_consumer", "claim_session", "flag_stuck",
     "park_entry", "journal", "take", "ack", "lane_page", "beat", "declare_dead",
     "claim_orphans", "capacity_acquire", "capacity_release", "capacity_throttled",
-    "export", "import_session", "quota_place", "token_save", "live_append",
+    "export", "import_session", "quota_place", "token_save", "live_append", "results_page",
 )
 
 

@@ -137,6 +137,19 @@ class LanePageArgs:
     page: int
 
 
+# -- results_page.lua ----------------------------------------------------------------
+@dataclass(frozen=True)
+class ResultsKeys:
+    order: str
+    results: str
+
+
+@dataclass(frozen=True)
+class ResultsPageArgs:
+    first: int
+    last: int  # inclusive; -1: the end
+
+
 # -- live_append.lua -----------------------------------------------------------------
 @dataclass(frozen=True)
 class LiveAppendKeys:
@@ -333,6 +346,12 @@ class OperatorScripts(ScriptLibrary):
         """A lane's length and its newest `page` messages, read together."""
         length, newest = await self._call("lane_page", keys, args)
         return int(length), list(newest)
+
+    async def results_page(self, *, keys: ResultsKeys, args: ResultsPageArgs
+                           ) -> list[bytes | str | None]:
+        """Committed results' JSON in commit order, positions `first` to `last` (None
+        where a key of the order has no result)."""
+        return list(await self._call("results_page", keys, args) or [])
 
     async def live_append(self, *, keys: LiveAppendKeys, args: LiveAppendArgs) -> int:
         """1 when appended, 0 when the session is gone (nothing written)."""

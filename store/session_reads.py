@@ -13,7 +13,12 @@ from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str, as_str_map
 from strands_durable.store.conversation import PAGE, restore
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
-from strands_durable.store.script_operator import LaneKeys, LanePageArgs
+from strands_durable.store.script_operator import (
+    LaneKeys,
+    LanePageArgs,
+    ResultsKeys,
+    ResultsPageArgs,
+)
 
 
 class SessionReads(StoreBase):
@@ -45,11 +50,9 @@ class SessionReads(StoreBase):
     async def results(self, session_id: str, start: int = 0, stop: int = -1
                       ) -> list[StepResult]:
         """Results in commit order, positions `start` to `stop` (inclusive; -1: the end)."""
-        keys = [as_str(x) for x in await self.redis.lrange(self.keys.order(session_id), start,
-                                                           stop)]
-        if not keys:
-            return []
-        values = await self.redis.hmget(self.keys.results(session_id), keys)
+        values = await self.scripts.results_page(
+            keys=ResultsKeys(self.keys.order(session_id), self.keys.results(session_id)),
+            args=ResultsPageArgs(start, stop))
         return [StepResult.from_json(v) for v in values if v is not None]
 
     async def events(self, session_id: str, after: str = "-", count: int | None = None
