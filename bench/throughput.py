@@ -152,9 +152,11 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
 
 async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs: int,
                   poll_delay: float, timeout_s: float,
-                  agent_chains: tuple[int, int] | None = None) -> ThroughputResult:
+                  agent_chains: tuple[int, int] | None = None,
+                  restored: int | None = None) -> ThroughputResult:
     """Enqueue `jobs` no-op arq jobs (or, with `agent_chains` = (sessions, steps), one
-    `agent_step` job per step of that many chains, each with its step's history),
+    `agent_step` job per step of that many chains, each with its step's history; with
+    `restored` too, one job per chain, its last step, restoring that many messages),
     start `workers` burst-mode arq workers, release them together once all are up, and
     time until the last one has drained the queue."""
     from arq import create_pool
@@ -168,11 +170,11 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
     env = clean_env(BENCH_ARQ_PORT=str(port), BENCH_ARQ_QUEUE=queue,
                     BENCH_ARQ_MAX_JOBS=str(max_jobs), BENCH_ARQ_POLL_DELAY=str(poll_delay))
     try:
-        calls = (_agent_jobs(queue, *agent_chains) if agent_chains
+        calls = (_agent_jobs(queue, *agent_chains, restored) if agent_chains
                  else [("noop", ())] * jobs)
         if agent_chains:
-            lane = seed_lane(agent_chains[1])
-            for s in range(agent_chains[0]):
+            lane = seed_lane(agent_chains[1] if restored is None else restored // 2)
+            for s in range(agent_chains[0] if lane else 0):
                 await redis.rpush(f"{queue}:lane:{s}", *lane)
         jobs = len(calls)
         batch = 200
@@ -224,8 +226,11 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
                             elapsed, redis=RedisCost.between(before, after, jobs, own_reads=1))
 
 
-def _agent_jobs(queue: str, sessions: int, steps: int) -> list[tuple[str, tuple[object, ...]]]:
-    """Step k of chain s: its lane's first 2k messages, prompt "step k" (as ours)."""
+def _agent_jobs(queue: str, sessions: int, steps: int, restored: int | None = None
+                ) -> list[tuple[str, tuple[object, ...]]]:
+    """Step k of chain s: its lane's first 2k messages, prompt "step k" (as ours); with
+    `restored`, only each chain's last step (k = restored / 2)."""
+    ks = range(steps) if restored is None else [restored // 2]
     return [("agent_step", (f"{queue}:lane:{s}", 2 * k, f"step {k}", steps,
                             f"{queue}:res:{s}", str(k)))
-            for k in range(steps) for s in range(sessions)]
+            for k in ks for s in range(sessions)]
