@@ -118,6 +118,10 @@ class TakenEntry:
     order_len: int = 0  # the session's commit-order length at the gate ('run')
     # The step's conversation lane at the gate: its length and newest items ('run').
     lane: tuple[int, list[str]] | None = None
+    # The session's newest committed results (JSON, commit order; None: a key of the
+    # order without its result), when another consumer committed its last step: the
+    # ones this worker's cache may lack.
+    tail: list[str | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

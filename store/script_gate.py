@@ -93,7 +93,7 @@ def decode_gate(reply: Any) -> GateOutcome:
 def decode_taken(item: Any) -> TakenEntry:
     """One entry take.lua (or commit.lua's take) made pending and gated: {id, fields,
     verdict} and, for 'run', {..., wanted values, commit-order length, journal, lane
-    length, the lane's newest page}."""
+    length, the lane's newest page, the newest results (maybe none)}."""
     entry_id, fields, verdict = as_str(item[0]), pairs(item[1]), as_str(item[2])
     if verdict == "ungated":
         return TakenEntry(entry_id, fields)
@@ -101,7 +101,8 @@ def decode_taken(item: Any) -> TakenEntry:
         return TakenEntry(entry_id, fields, GateOutcome(verdict))  # type: ignore[arg-type]
     values = dict(zip(GATE_FIELDS, (as_str(v) for v in item[3]), strict=True))
     return TakenEntry(entry_id, fields, GateOutcome("run", values, [], pairs(item[5])),
-                      int(item[4]), (int(item[6]), [as_str(m) for m in item[7]]))
+                      int(item[4]), (int(item[6]), [as_str(m) for m in item[7]]),
+                      [None if r is None else as_str(r) for r in item[8]])
 
 
 class GateScripts(ScriptLibrary):

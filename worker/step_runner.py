@@ -108,9 +108,14 @@ class StepRunner:
         bring are read here when this worker's cache lacks them), or by gate.lua now."""
         sid, known = job.session_id, cache.count
         if gated is not None and gated.gate is not None:
-            if gated.gate.verdict == "run" and gated.order_len > known:
-                self.cache.extend(cache, known,
-                                  await self.store.results(sid, known, gated.order_len - 1))
+            missing = gated.order_len - known
+            if gated.gate.verdict == "run" and missing > 0:
+                brought = gated.tail[-missing:] if missing <= len(gated.tail) else [None]
+                if None not in brought:  # the take brought them all
+                    new = [StepResult.from_json(r) for r in brought if r is not None]
+                else:
+                    new = await self.store.results(sid, known, gated.order_len - 1)
+                self.cache.extend(cache, known, new)
             return gated.gate
         kind = EventType.STEP_RECLAIMED if reclaimed else EventType.STEP_STARTED
         started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso(),

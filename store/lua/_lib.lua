@@ -127,6 +127,7 @@ end
 -- (store/script_step.py TakeSpelling, nine ARGV from `at`): undeclared keys, all in the
 -- shard's hash-tag slot. The fence holds by construction: the entry is pending under
 -- `consumer` from the XREADGROUP in the same script.
+local RESULTS_TAIL = 4  -- the newest results a take brings a worker that lacks them
 local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
 
 local function read_spelling(at, now_iso, events_max)
@@ -147,7 +148,10 @@ local function read_spelling(at, now_iso, events_max)
 end
 
 -- One item {id, fields, verdict} and, for 'run', {..., values, commit-order length,
--- journal fields, lane length, the lane's newest page}. 'ungated': the job cannot be
+-- journal fields, lane length, the lane's newest page, the newest results}. The newest
+-- results (at most RESULTS_TAIL, their JSON in commit order) only when another consumer
+-- committed the session's last step (meta `last_by`): a worker's cache then lacks a few
+-- results, which it would read in one more round trip. 'ungated': the job cannot be
 -- read or its session is not found under the spelling; it stays pending, ours, and
 -- the worker gates it with gate.lua.
 local function gate_entry(stream, group, consumer, sp, id, raw)
@@ -184,9 +188,15 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
   local lane = job['lane']
   if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
   local conversation = meta .. sp.conversation .. tostring(lane)
-  return {id, raw, 'run', values, redis.call('LLEN', meta .. sp.order),
+  local order_len = redis.call('LLEN', meta .. sp.order)
+  local tail = {}
+  if order_len > 0 and redis.call('HGET', meta, 'last_by') ~= consumer then
+    local keys = redis.call('LRANGE', meta .. sp.order, -RESULTS_TAIL, -1)
+    tail = redis.call('HMGET', meta .. sp.results, unpack(keys))
+  end
+  return {id, raw, 'run', values, order_len,
     redis.call('HGETALL', meta .. sp.journal .. step), redis.call('LLEN', conversation),
-    redis.call('LRANGE', conversation, -sp.page, -1)}
+    redis.call('LRANGE', conversation, -sp.page, -1), tail}
 end
 
 -- Up to `count` entries nobody was handed yet, made pending under `consumer` and gated.

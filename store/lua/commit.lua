@@ -156,7 +156,9 @@ if decided == 'paused' then
 end
 for _, job in ipairs(jobs) do enqueue(stream_key, job) end
 
-redis.call('HSET', meta_key, 'state', state, 'waiting', waiting, 'updated_at', now_iso)
+-- last_by: who committed last (a take brings another worker the newest results).
+redis.call('HSET', meta_key, 'state', state, 'waiting', waiting, 'updated_at', now_iso,
+  'last_by', consumer)
 if not is_terminal(status) then
   for _, timer in ipairs(cjson.decode(timers)) do
     redis.call('ZADD', timers_key, timer[1], timer[2])

@@ -91,3 +91,26 @@ async def test_what_take_cannot_gate_is_left_pending_for_gate_lua(store: Store) 
     assert [(e.entry_id, e.gate) for e in entries] == [(bad, None), (missing, None)]
     assert await pending_under(store, bad) == "c1"
     assert await pending_under(store, missing) == "c1"
+
+
+async def test_a_take_brings_the_newest_results_only_to_whom_did_not_commit_them(
+        store: Store) -> None:
+    sid, _ = await store.create_session(new_session())
+    [entry] = await take(store, "c1")
+    assert entry.tail == []  # nothing committed yet
+    job = StepJob.from_json(entry.fields["job"])
+    following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
+    assert (await store.commit(commit_request(job, entry.entry_id, "c1",
+                                              next_jobs=(following,)))).verdict == "ok"
+    # c2 did not commit step:0: its cache lacks it, and the take brings it.
+    [entry] = await take(store, "c2")
+    stored = await store.redis.hget(store.keys.results(sid), "step:0")
+    assert entry.order_len == 1 and entry.tail == [stored]
+    job = StepJob.from_json(entry.fields["job"])
+    last = StepJob(session_id=sid, key="step:2", agent="a", input="last")
+    version = int(entry.gate.fields["version"]) if entry.gate else 0
+    assert (await store.commit(commit_request(job, entry.entry_id, "c2", version,
+                                              next_jobs=(last,)))).verdict == "ok"
+    # c2 committed step:1 itself: its cache holds it, nothing is brought.
+    [entry] = await take(store, "c2")
+    assert entry.order_len == 2 and entry.tail == []
