@@ -24,26 +24,33 @@ class LiveBatch:
     entries: Sequence[Mapping[str, str]]
 
 
-def _flat_entries(entries: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
-    """Each entry as its number of strings, then its fields and values (live_append.lua)."""
-    out: list[str] = []
+def _flat_batch(out: list[str], entries: Sequence[Mapping[str, str]]) -> None:
+    """A batch as live_append.lua reads it: its number of entries, then each entry as
+    its number of strings and its fields and values."""
+    out.append(str(len(entries)))
     for fields in entries:
         out.append(str(2 * len(fields)))
         for name, value in fields.items():
             out += (name, value)
-    return tuple(out)
 
 
 class LiveOps(StoreBase):
     async def live_append(self, batches: Sequence[LiveBatch], maxlen: int, ttl_s: int
                           ) -> None:
         """Append each batch to its session's live stream, if the session still exists
-        (a late batch never makes a deleted session's stream again): one script a
-        session, all written at once on the pipelined connection."""
+        (a late batch never makes a deleted session's stream again): one script call
+        per shard (its sessions' keys share a slot), all written at once on the
+        pipelined connection."""
+        by_shard: dict[int, tuple[list[str], list[str]]] = {}
+        for batch in batches:
+            if not batch.entries:
+                continue
+            keys, args = by_shard.setdefault(self.keys.shard(batch.session_id), ([], []))
+            keys += (self.keys.meta(batch.session_id), self.keys.live(batch.session_id))
+            _flat_batch(args, batch.entries)
         await asyncio.gather(*(self.scripts.live_append(
-            keys=LiveAppendKeys(self.keys.meta(b.session_id), self.keys.live(b.session_id)),
-            args=LiveAppendArgs(maxlen, ttl_s, _flat_entries(b.entries)))
-            for b in batches if b.entries))
+            keys=LiveAppendKeys(tuple(keys)), args=LiveAppendArgs(maxlen, ttl_s, tuple(args)))
+            for keys, args in by_shard.values()))
 
     async def live_entries(self, session_id: str, after: str = "-", count: int | None = None
                            ) -> list[StreamEntry]:

@@ -153,16 +153,17 @@ class ResultsPageArgs:
 # -- live_append.lua -----------------------------------------------------------------
 @dataclass(frozen=True)
 class LiveAppendKeys:
-    meta: str
-    live: str
+    # Per session, its meta hash and its live stream (sessions of one shard: one slot).
+    sessions: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class LiveAppendArgs:
     maxlen: int
     ttl_s: int
-    # Each entry as its number of strings, then its field, value, field, value, ...
-    entries: tuple[str, ...]
+    # Per session, in the order of its keys: its number of entries, then each entry as
+    # its number of strings and its field, value, field, value, ...
+    batches: tuple[str, ...]
 
 
 # -- lock_release.lua, lock_extend.lua ------------------------------------------------
@@ -354,7 +355,7 @@ class OperatorScripts(ScriptLibrary):
         return list(await self._call("results_page", keys, args) or [])
 
     async def live_append(self, *, keys: LiveAppendKeys, args: LiveAppendArgs) -> int:
-        """1 when appended, 0 when the session is gone (nothing written)."""
+        """How many sessions' batches were appended (a gone session's: not written)."""
         return int(await self._call("live_append", keys, args) or 0)
 
     async def lock_release(self, *, keys: LockKeys, args: LockReleaseArgs) -> int:

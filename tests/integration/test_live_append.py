@@ -89,3 +89,23 @@ async def test_a_batch_just_after_the_end_still_reaches_a_follower(
     await store.live_append([LiveBatch(sid, [{"kind": "text", "step": "s", "attempt": "1",
                                              "text": "late"}])], maxlen=1000, ttl_s=600)
     assert await asyncio.wait_for(following, 60) == ["attempt", "text"]
+
+
+async def _script_calls(store: Store) -> int:
+    stats = await store.redis.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+               for name in ("evalsha", "eval"))
+
+
+async def test_one_flush_is_one_script_call_per_shard(store: Store) -> None:
+    sids = [(await start_session(store, load_spec_text(SPEC, "live.yaml")))[0]
+            for _ in range(12)]
+    await store.live_append([LiveBatch(sids[0], [{"n": "warm"}])], maxlen=100, ttl_s=60)
+    before = await _script_calls(store)
+    await store.live_append([LiveBatch(sid, [{"n": str(i)}, {"n": "end"}])
+                             for i, sid in enumerate(sids)], maxlen=100, ttl_s=60)
+    shards = {store.keys.shard(sid) for sid in sids}
+    assert await _script_calls(store) - before == len(shards)
+    for i, sid in enumerate(sids):
+        expected = ([{"n": "warm"}] if i == 0 else []) + [{"n": str(i)}, {"n": "end"}]
+        assert [fields for _, fields in await store.live_entries(sid)] == expected
