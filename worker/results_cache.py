@@ -70,3 +70,12 @@ class ResultsCache:
         cache.count = max(cache.count, start + len(new))
         if cache.tally is not None:
             cache.tally.held += len(cache.results) - before
+
+
+def brought(tail: list[str | None], missing: int) -> list[StepResult] | None:
+    """The `missing` newest results, when a take brought them all (its `tail`: the
+    session's newest results, None for a key without its result); else None."""
+    wanted = tail[-missing:] if 0 < missing <= len(tail) else [None]
+    if None in wanted:
+        return None
+    return [StepResult.from_json(r) for r in wanted if r is not None]

@@ -3,11 +3,10 @@
 Planning runs before the commit so its output is part of the same transaction; a
 commit that lost a race with another commit of the same session is planned again
 from the fresh state (the step is not run again). Planning renders the next steps'
-templates, CPU work a spec controls: it runs on the event loop while its renders stay
-within a few milliseconds, else in a thread, bounded by DURABLE_RENDER_TIMEOUT_S per
-template, while the event loop keeps renewing the step's lease and serving the
-worker's other steps (planning/inline.py). A render over a limit fails the
-session once, naming the step and the limit; it is not a transient error to retry.
+templates, CPU work a spec controls: on the event loop while its renders stay within a
+few milliseconds, else in a thread, bounded by DURABLE_RENDER_TIMEOUT_S per template,
+while the loop renews the step's lease and serves other steps (planning/inline.py). A
+render over a limit fails the session once, naming the step and the limit (no retry).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
 from strands_durable.worker.providers.transient import permanent_cause
-from strands_durable.worker.results_cache import ResultsCache, SessionCache
+from strands_durable.worker.results_cache import ResultsCache, SessionCache, brought
 from strands_durable.worker.rewind import history_intact
 from strands_durable.worker.telemetry import TRACING, StepCollector, StepFacts, mark_failed
 
@@ -110,12 +109,8 @@ class StepRunner:
         if gated is not None and gated.gate is not None:
             missing = gated.order_len - known
             if gated.gate.verdict == "run" and missing > 0:
-                brought = gated.tail[-missing:] if missing <= len(gated.tail) else [None]
-                if None not in brought:  # the take brought them all
-                    new = [StepResult.from_json(r) for r in brought if r is not None]
-                else:
-                    new = await self.store.results(sid, known, gated.order_len - 1)
-                self.cache.extend(cache, known, new)
+                self.cache.extend(cache, known, brought(gated.tail, missing) or await
+                                  self.store.results(sid, known, gated.order_len - 1))
             return gated.gate
         kind = EventType.STEP_RECLAIMED if reclaimed else EventType.STEP_STARTED
         started = Event(kind, step=job.key, attempt=job.attempt, worker=self.consumer, at=now_iso(),
