@@ -8,6 +8,11 @@ step. `LeanTracer` skips exactly that work when, and only when, the span does no
 record; a recording span gets Strands' own methods unchanged (the trace artifact and
 OTLP export see the same spans and events as before).
 
+Plugin discovery: every Agent makes two plugins (its model's and its delegation's), and
+each walks its class's whole MRO with getattr and a predicate, twice (hooks and tools),
+about 7% of a one-turn step's CPU. Which attributes match is the class's, so the names
+are found once per class and each instance binds just those.
+
 The copies: Strands deep-copies the whole conversation twice per model call
 (`_normalize_messages`, and the model middleware's context) with `copy.deepcopy`,
 whose per-object bookkeeping was a third of a step's CPU. For plain data (dicts,
@@ -21,13 +26,18 @@ import copy
 import io
 import pickle
 import types
+from collections.abc import Callable
 from typing import Any
 
 import strands.event_loop.event_loop as strands_event_loop
 import strands.event_loop.streaming as strands_streaming
+import strands.plugins.multiagent_plugin as strands_multiagent_plugin
+import strands.plugins.plugin as strands_plugin
 import strands.telemetry.tracer as strands_tracer
 from opentelemetry.trace import Span
+from strands.hooks.registry import HookCallback
 from strands.telemetry.tracer import Tracer
+from strands.tools.decorator import DecoratedFunctionTool
 
 
 def _recording(span: Span | None) -> bool:
@@ -76,6 +86,47 @@ def plain_deepcopy(obj: Any, memo: dict[int, Any] | None = None) -> Any:
     return copy.deepcopy(obj, memo)
 
 
+def _is_hook(bound: object) -> bool:  # strands.plugins._discovery.discover_hooks's
+    return hasattr(bound, "_hook_event_types") and callable(bound)
+
+
+def _is_tool(bound: object) -> bool:  # and discover_tools's
+    return isinstance(bound, DecoratedFunctionTool)
+
+
+_NAMES: dict[tuple[type, Callable[[object], bool]], tuple[str, ...]] = {}
+
+
+def _discovered(instance: object, predicate: Callable[[object], bool]) -> list[Any]:
+    """Strands' _discover_methods (the MRO walked in reverse, a child's attribute
+    winning), its matching names remembered per class."""
+    names = _NAMES.get((type(instance), predicate))
+    if names is None:
+        found: list[str] = []
+        seen: set[str] = set()
+        for cls in reversed(type(instance).__mro__):
+            for name in cls.__dict__:
+                if name in seen:
+                    continue
+                seen.add(name)
+                try:
+                    bound = getattr(instance, name)
+                except Exception:  # as Strands: an attribute that fails is no method
+                    continue
+                if predicate(bound):
+                    found.append(name)
+        names = _NAMES[type(instance), predicate] = tuple(found)
+    return [getattr(instance, name) for name in names]
+
+
+def discover_hooks(instance: object, plugin_name: str) -> list[HookCallback]:
+    return _discovered(instance, _is_hook)
+
+
+def discover_tools(instance: object, plugin_name: str) -> list[DecoratedFunctionTool]:
+    return _discovered(instance, _is_tool)
+
+
 # What Strands' two modules see as `copy`: the module, its deepcopy replaced.
 _COPY = types.SimpleNamespace(**{**{name: getattr(copy, name) for name in copy.__all__},
                                  "deepcopy": plain_deepcopy})
@@ -89,3 +140,6 @@ def install() -> None:
         strands_tracer._tracer_instance = LeanTracer()  # type: ignore[assignment]
     strands_event_loop.copy = _COPY  # type: ignore[assignment]
     strands_streaming.copy = _COPY  # type: ignore[assignment]
+    strands_plugin.discover_hooks = discover_hooks
+    strands_plugin.discover_tools = discover_tools
+    strands_multiagent_plugin.discover_hooks = discover_hooks

@@ -13,6 +13,7 @@ from dataclasses import asdict
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext
+from strands.hooks import BeforeInvocationEvent
 
 from strands_durable.errors import TemplateError
 from strands_durable.models import StepJob, StepKind, StepResult
@@ -111,3 +112,55 @@ def test_a_step_job_is_the_json_asdict_gave() -> None:
     job = StepJob("sid", "step:1", "a", "in", kind=StepKind.HITL, meta={"x": [1, {"y": 2}]})
     assert job.to_json() == json.dumps(asdict(job), separators=(",", ":"))
     assert StepJob.from_json(job.to_json()) == job
+
+
+def _plugins() -> list[object]:
+    """The plugins every Agent makes (its model's and its delegation's), and plugins with
+    hooks and a tool, a child overriding its parent's hook."""
+    from strands import tool
+    from strands.plugins import Plugin, hook
+
+    class Parent(Plugin):
+        name = "parent"
+
+        @hook
+        def before(self, event: BeforeInvocationEvent) -> None: ...
+
+        @hook
+        def also(self, event: BeforeInvocationEvent) -> None: ...
+
+    class Child(Parent):
+        name = "child"
+
+        @hook
+        def before(self, event: BeforeInvocationEvent) -> None: ...
+
+        @tool
+        def look(self, query: str) -> str:
+            """Look something up."""
+            return query
+
+        def plain(self) -> None: ...
+
+    from strands.agent._agent_delegation import AgentDelegation
+    from strands.models.model import _ModelPlugin
+
+    return [_ModelPlugin(), AgentDelegation(), Child(), Parent()]
+
+
+def test_plugin_discovery_finds_what_strands_finds() -> None:
+    from strands.plugins import _discovery
+
+    from strands_durable.worker import lean_strands
+
+    plugins = _plugins()
+    assert any(type(p).__name__ == "Child" for p in plugins)
+    for plugin in plugins * 2:  # the second time from the names remembered
+        for ours, theirs in ((lean_strands.discover_hooks, _discovery.discover_hooks),
+                             (lean_strands.discover_tools, _discovery.discover_tools)):
+            found = ours(plugin, "p")
+            expected = theirs(plugin, "p")
+            assert [getattr(f, "__name__", getattr(f, "tool_name", None)) for f in found] \
+                == [getattr(f, "__name__", getattr(f, "tool_name", None)) for f in expected]
+            # bound to this instance, not to the one the names were found on
+            assert all(getattr(f, "__self__", plugin) is plugin for f in found)
