@@ -30,6 +30,7 @@ from helpers.previous_release import (
     PREVIOUS_VERSION,
     Release,
     build_previous_release,
+    end_group,
     has_commit,
 )
 
@@ -140,6 +141,7 @@ class Drill:
         proc, release = self.procs.pop(role)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=90)
+        end_group(proc)
         assert code in (0, -signal.SIGTERM), f"{role} exited {code}:\n{self.logs()}"
         self.note(f"{role}: {release.name} stopped (SIGTERM)")
 
@@ -173,6 +175,7 @@ class Drill:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
+            end_group(proc)
         self.redis.close()
         self.server.stop()
 
