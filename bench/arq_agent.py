@@ -5,11 +5,15 @@ calls it with the same prompt and stores the reply. No durability: no fence, no
 journal, no commit of the new messages, no planning of the next step.
 
 `seed` writes the conversations and returns the job arguments; `agent_step` is the job.
+With BENCH_ARQ_LEAN=1 the job's Strands gets the same trims as our worker's
+(worker/lean_strands.py: no JSON for spans that record nothing, plain-data copies,
+plugin discovery remembered per class): both sides given the same optimizations.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from typing import Any
 
@@ -18,6 +22,7 @@ from strands.agent.conversation_manager import NullConversationManager
 from strands.models.model import Model
 
 from bench.specs import chain_spec
+from strands_durable.worker import lean_strands
 from strands_durable.worker.execute import model_config
 from strands_durable.worker.providers import build_model
 from strands_durable.worker.system_prompt import system_prompt
@@ -42,8 +47,13 @@ def seed_lane(steps: int) -> list[str]:
                                               message("assistant", "ok"))]
 
 
+LEAN = os.environ.get("BENCH_ARQ_LEAN") == "1"
+
+
 async def agent_step(ctx: dict[str, Any], lane: str, upto: int, prompt: str, steps: int,
                      results: str, field: str) -> str:
+    if LEAN:
+        lean_strands.install()  # as our worker does before every agent call
     redis = ctx["redis"]
     raw = await redis.lrange(lane, 0, upto - 1) if upto else []
     model, instructions = _model_and_prompt(steps)

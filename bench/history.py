@@ -16,7 +16,8 @@ For each history length H, `--steps` one-step agent calls that each restore H me
   read from Redis, a Strands `Agent` on the same model and system prompt, the same
   prompt, the reply stored), released together to one burst-mode worker once it is up,
   poll_delay 0.01 s; timed from the release to its end.
-Both at `--concurrency` (8: our DURABLE_WORKER_CONCURRENCY, arq's max_jobs). Printed: steps
+Both at `--concurrency` (8: our DURABLE_WORKER_CONCURRENCY, arq's max_jobs); with
+`--lean-arq` arq's Strands gets our worker's trims too (worker/lean_strands.py). Printed: steps
 a second of both and the ratio (the target: >= 1.3x), and Redis round trips per step.
 What it depends on: the history (each restored message is read, decoded and handed to
 Strands on both sides; ours also commits the two new ones and plans the next step), the
@@ -152,6 +153,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=600, help="steps (and arq jobs) per row")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--repeat", type=int, default=1, help="runs per side, interleaved")
+    p.add_argument("--lean-arq", action="store_true",
+                   help="give arq's Strands our worker's trims too (worker/lean_strands.py)")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--json", type=Path, default=None)
     return p.parse_args(argv)
@@ -173,7 +176,7 @@ async def _rows(args: argparse.Namespace, redis: Any, logdir: Path) -> list[Row]
                                    max_jobs=args.concurrency, poll_delay=0.01,
                                    timeout_s=args.timeout,
                                    agent_chains=(args.steps, restored // 2 + 1),
-                                   restored=restored)
+                                   restored=restored, lean=args.lean_arq)
             theirs.append(result.rate)
             arq_cost = result.redis or RedisCost()
         rows.append(Row(restored, ours, theirs, ours_cost, arq_cost))
@@ -190,7 +193,8 @@ async def _rows(args: argparse.Namespace, redis: Any, logdir: Path) -> list[Row]
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print(f"a one-turn agent step restoring N messages, {args.steps} steps, one worker, "
-          f"concurrency {args.concurrency}; target ours / arq >= 1.3x")
+          f"concurrency {args.concurrency}; arq's Strands "
+          f"{'with' if args.lean_arq else 'without'} our trims; target ours / arq >= 1.3x")
     print(f"{'restored':>8} {'ours st/s':>12} {'arq st/s':>12} {'ratio':>8} "
           f"{'RT ours':>9} {'RT arq':>8}")
     redis = start_redis()

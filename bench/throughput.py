@@ -153,7 +153,7 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
 async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs: int,
                   poll_delay: float, timeout_s: float,
                   agent_chains: tuple[int, int] | None = None,
-                  restored: int | None = None) -> ThroughputResult:
+                  restored: int | None = None, lean: bool = False) -> ThroughputResult:
     """Enqueue `jobs` no-op arq jobs (or, with `agent_chains` = (sessions, steps), one
     `agent_step` job per step of that many chains, each with its step's history; with
     `restored` too, one job per chain, its last step, restoring that many messages),
@@ -168,7 +168,8 @@ async def run_arq(port: int, logdir: Path, *, workers: int, jobs: int, max_jobs:
     redis = Redis(host="127.0.0.1", port=port, decode_responses=True)
     procs = Procs(logdir)
     env = clean_env(BENCH_ARQ_PORT=str(port), BENCH_ARQ_QUEUE=queue,
-                    BENCH_ARQ_MAX_JOBS=str(max_jobs), BENCH_ARQ_POLL_DELAY=str(poll_delay))
+                    BENCH_ARQ_MAX_JOBS=str(max_jobs), BENCH_ARQ_POLL_DELAY=str(poll_delay),
+                    BENCH_ARQ_LEAN="1" if lean else "0")
     try:
         calls = (_agent_jobs(queue, *agent_chains, restored) if agent_chains
                  else [("noop", ())] * jobs)
