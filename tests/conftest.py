@@ -51,8 +51,23 @@ SLOW_MODULES = {
     "integration/test_gemini_http.py", "integration/test_local_store.py",
     "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",
     "integration/test_noreplicas.py", "integration/test_run_out_dir.py",
-    "integration/test_sentinel.py",
+    "integration/test_schedules_cli.py", "integration/test_sentinel.py",
 }
+# Single tests of that kind in modules that otherwise belong in the fast lane.
+SLOW_TESTS = {
+    "integration/test_quotas.py::test_durable_quotas_set_list_delete",  # ~10 `durable` CLIs
+}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the fast lane (`-m "not slow"`) the SLOW_MODULES are not even imported: each of
+    its processes would import them (their SDKs, their cases) only to deselect them all."""
+    if config.option.markexpr.strip() != "not slow":
+        return None
+    path = collection_path.resolve()
+    if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in SLOW_MODULES:
+        return True
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers (--dist loadgroup)
@@ -67,7 +82,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = where.parts[0] if len(where.parts) > 1 else ""
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
-        if folder in SLOW_FOLDERS or where.as_posix() in SLOW_MODULES:
+        test = f"{where.as_posix()}::{item.nodeid.split('::', 1)[-1]}"
+        if folder in SLOW_FOLDERS or where.as_posix() in SLOW_MODULES or test in SLOW_TESTS:
             item.add_marker("slow")
         info = getattr(item, "_fixtureinfo", None)
         defs = info.name2fixturedefs.values() if info is not None else []
