@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -20,6 +22,10 @@ from strands_durable.worker.providers import (
 )
 from strands_durable.worker.providers.scripted import ScriptedModel
 from strands_durable.worker.providers.transient import permanent_cause
+
+# The tests that import the provider SDKs (anthropic alone ~2.5 s of CPU) on one xdist
+# process, so that they are imported once, not once per process.
+pytestmark = pytest.mark.xdist_group("provider-sdks")
 
 SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_tokens": 77}
 
@@ -273,43 +279,61 @@ def _httpx_cases() -> list[Any]:
     ]
 
 
-def _sdk_cases(sdk: Any, http: Any, prefix: str) -> list[Any]:
-    request = http.Request("POST", "http://127.0.0.1/v1")
+def _sdk_cases(name: str, prefix: str) -> list[Any]:
+    """The SDK's errors, each made by a function the test calls: importing the SDKs here
+    would cost every pytest process their imports at collection (about 2.5 s for
+    anthropic, 1.5 s for openai on 2 cores), whether or not it runs these cases."""
+    if importlib.util.find_spec(name) is None:
+        return []
 
-    def status(cls: Any, code: int) -> BaseException:
-        return cls("e", response=http.Response(code, request=request), body=None)
+    def status(cls_name: str, code: int) -> Callable[[], BaseException]:
+        def make() -> BaseException:
+            sdk = importlib.import_module(name)
+            http = _http_module_of(sdk)
+            request = http.Request("POST", "http://127.0.0.1/v1")
+            response = http.Response(code, request=request)
+            return cast(BaseException, getattr(sdk, cls_name)("e", response=response, body=None))
+
+        return make
+
+    def no_response(cls_name: str) -> Callable[[], BaseException]:
+        def make() -> BaseException:
+            sdk = importlib.import_module(name)
+            request = _http_module_of(sdk).Request("POST", "http://127.0.0.1/v1")
+            return cast(BaseException, getattr(sdk, cls_name)(request=request))
+
+        return make
 
     return [
-        pytest.param(status(sdk.RateLimitError, 429), True, id=f"{prefix}-429"),
-        pytest.param(status(sdk.InternalServerError, 500), True, id=f"{prefix}-500"),
-        pytest.param(status(sdk.APIStatusError, 503), True, id=f"{prefix}-503"),
-        pytest.param(status(sdk.APIStatusError, 501), False, id=f"{prefix}-501"),
-        pytest.param(status(sdk.BadRequestError, 400), False, id=f"{prefix}-400"),
-        pytest.param(status(sdk.AuthenticationError, 401), False, id=f"{prefix}-401"),
-        pytest.param(sdk.APIConnectionError(request=request), True, id=f"{prefix}-connection"),
-        pytest.param(sdk.APITimeoutError(request=request), True, id=f"{prefix}-timeout"),
+        pytest.param(status("RateLimitError", 429), True, id=f"{prefix}-429"),
+        pytest.param(status("InternalServerError", 500), True, id=f"{prefix}-500"),
+        pytest.param(status("APIStatusError", 503), True, id=f"{prefix}-503"),
+        pytest.param(status("APIStatusError", 501), False, id=f"{prefix}-501"),
+        pytest.param(status("BadRequestError", 400), False, id=f"{prefix}-400"),
+        pytest.param(status("AuthenticationError", 401), False, id=f"{prefix}-401"),
+        pytest.param(no_response("APIConnectionError"), True, id=f"{prefix}-connection"),
+        pytest.param(no_response("APITimeoutError"), True, id=f"{prefix}-timeout"),
     ]
 
 
 def _openai_cases() -> list[Any]:
-    if importlib.util.find_spec("openai") is None:
-        return []
-    import openai
-
-    return _sdk_cases(openai, _http_module_of(openai), "openai")
+    return _sdk_cases("openai", "openai")
 
 
 def _anthropic_cases() -> list[Any]:
-    if importlib.util.find_spec("anthropic") is None:
+    cases = _sdk_cases("anthropic", "anthropic")
+    if not cases:
         return []
+    return [*cases, pytest.param(_anthropic_overloaded, True, id="anthropic-529")]
+
+
+def _anthropic_overloaded() -> BaseException:
+    """Anthropic's 529 (overloaded)."""
     import anthropic
 
-    cases = _sdk_cases(anthropic, _http_module_of(anthropic), "anthropic")
     request = _http_module_of(anthropic).Request("POST", "http://127.0.0.1/v1")
-    overloaded = anthropic.APIStatusError(
-        "overloaded", response=_http_module_of(anthropic).Response(529, request=request), body=None
-    )
-    return [*cases, pytest.param(overloaded, True, id="anthropic-529")]
+    response = _http_module_of(anthropic).Response(529, request=request)
+    return anthropic.APIStatusError("overloaded", response=response, body=None)
 
 
 def _http_module_of(sdk: Any) -> Any:
@@ -318,16 +342,23 @@ def _http_module_of(sdk: Any) -> Any:
     return getattr(exceptions, "httpx2", None) or exceptions.httpx
 
 
+def _ollama_error(*args: Any) -> Callable[[], BaseException]:
+    def make() -> BaseException:
+        import ollama
+
+        return ollama.ResponseError(*args)
+
+    return make
+
+
 def _ollama_cases() -> list[Any]:
     if importlib.util.find_spec("ollama") is None:
         return []
-    import ollama
-
     return [
-        pytest.param(ollama.ResponseError("busy", 503), True, id="ollama-503"),
-        pytest.param(ollama.ResponseError("slow down", 429), True, id="ollama-429"),
-        pytest.param(ollama.ResponseError("model not found", 404), False, id="ollama-404"),
-        pytest.param(ollama.ResponseError("error inside the stream"), False, id="ollama-no-status"),
+        pytest.param(_ollama_error("busy", 503), True, id="ollama-503"),
+        pytest.param(_ollama_error("slow down", 429), True, id="ollama-429"),
+        pytest.param(_ollama_error("model not found", 404), False, id="ollama-404"),
+        pytest.param(_ollama_error("error inside the stream"), False, id="ollama-no-status"),
     ]
 
 
@@ -349,15 +380,22 @@ def _botocore_cases() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize(("error", "expected"), _transient_cases())
-def test_is_transient(error: BaseException, expected: bool) -> None:
-    assert is_transient(error) is expected
+def _made(error: BaseException | Callable[[], BaseException]) -> BaseException:
+    """The error of a case; an SDK's is made now (`_sdk_cases`)."""
+    return error if isinstance(error, BaseException) else error()
 
 
 @pytest.mark.parametrize(("error", "expected"), _transient_cases())
-def test_a_transient_error_is_never_permanent(error: BaseException, expected: bool) -> None:
+def test_is_transient(error: BaseException | Callable[[], BaseException],
+                      expected: bool) -> None:
+    assert is_transient(_made(error)) is expected
+
+
+@pytest.mark.parametrize(("error", "expected"), _transient_cases())
+def test_a_transient_error_is_never_permanent(error: BaseException | Callable[[], BaseException],
+                                              expected: bool) -> None:
     if expected:
-        assert permanent_cause(error) is None
+        assert permanent_cause(_made(error)) is None
 
 
 def _permanent_cases() -> list[Any]:
@@ -398,17 +436,15 @@ def _permanent_cases() -> list[Any]:
             pytest.param(client_error("ThrottlingException"), None, id="aws-throttling"),
         ]
     if importlib.util.find_spec("ollama") is not None:
-        import ollama
-
-        cases.append(pytest.param(ollama.ResponseError("model not found", 404), "HTTP 404",
+        cases.append(pytest.param(_ollama_error("model not found", 404), "HTTP 404",
                                   id="ollama-404"))
     return cases
 
 
 @pytest.mark.parametrize(("error", "expected"), _permanent_cases())
-def test_permanent_cause_names_why_no_retry_can_help(error: BaseException,
-                                                     expected: str | None) -> None:
-    cause = permanent_cause(error)
+def test_permanent_cause_names_why_no_retry_can_help(
+        error: BaseException | Callable[[], BaseException], expected: str | None) -> None:
+    cause = permanent_cause(_made(error))
     if expected is None:
         assert cause is None
     else:
