@@ -3,7 +3,9 @@
 # parallel (pytest-xdist; docs/testing.md).
 #
 #   bash tests/run.sh               the whole suite
-#   bash tests/run.sh --fast        the fast lane: the tests not marked slow (~80 s)
+#   bash tests/run.sh --fast        the fast lane: the tests not marked slow (docs/testing.md:
+#                                   105-115 s on a quiet 2-core machine before its slow
+#                                   modules went unimported; not yet re-measured quiet)
 #   bash tests/run.sh ARGS...       pytest's own arguments too (a path, -k, -m, -n 0, -x)
 #
 # Unit tests need nothing; integration, end-to-end and chaos tests start their own
