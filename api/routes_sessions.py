@@ -47,6 +47,7 @@ from strands_durable.sessions.history import event_docs
 from strands_durable.sessions.quotas import QuotaExceeded, create_within_quota
 from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
+from strands_durable.sessions.token_quota import TokensExceeded
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -88,6 +89,9 @@ async def submit(body: SubmitRequest, request: Request, response: Response, stor
     except QuotaExceeded as exc:
         raise ApiError(429, exc.code, str(exc), exc.details(),
                        headers={"Retry-After": "30"}) from None
+    except TokensExceeded as exc:  # the day's tokens: retry after the next UTC midnight
+        raise ApiError(429, exc.code, str(exc), exc.details(),
+                       headers={"Retry-After": str(exc.retry_after_s)}) from None
     record = await store.get_session(sid)
     if created:
         await audit(request, "submit", sid, planned.workflow_name)

@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 DEFAULT_NAMESPACE = "default"
 NAMESPACE_HEADER = "X-Durable-Namespace"  # the namespace an API request works in
@@ -168,14 +168,24 @@ class AuditEntry(BaseModel):
 
 
 MAX_QUOTA_SESSIONS = 100_000
+MAX_QUOTA_TOKENS = 10**12  # model tokens per day
 QUEUED_FOR_QUOTA = "waiting for its namespace's quota of running sessions"
 
 
 class NamespaceQuota(BaseModel):
-    """A namespace's limit: sessions not yet ended (running or paused) at once. Over it,
+    """A namespace's limits: sessions not yet ended (running or paused) at once, model
+    tokens per UTC day, or both. Over one,
     a submit is refused (`refuse`, a 429) or its session waits paused until another
     ends (`queue`)."""
 
     namespace: str
-    running_sessions: int = Field(ge=1, le=MAX_QUOTA_SESSIONS)
+    running_sessions: int | None = Field(default=None, ge=1, le=MAX_QUOTA_SESSIONS)
+    # Model tokens (input + output) of the namespace's steps per UTC day.
+    tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_QUOTA_TOKENS)
     over: str = Field(default="refuse", pattern="^(refuse|queue)$")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> NamespaceQuota:
+        if self.running_sessions is None and self.tokens_per_day is None:
+            raise ValueError("a quota needs running_sessions or tokens_per_day")
+        return self

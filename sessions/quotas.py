@@ -21,6 +21,7 @@ from strands_durable.errors import Conflict
 from strands_durable.models import SessionStatus, now_ms
 from strands_durable.sessions import control
 from strands_durable.sessions.access import record_action
+from strands_durable.sessions.token_quota import TokensExceeded, tokens_spent
 from strands_durable.store.store import NewSession, Store
 
 STALE_RESERVATION_MS = 60_000  # a submit that reserved and died: its place comes back
@@ -62,6 +63,8 @@ async def _prune(store: Store, namespace: str, now: int) -> None:
 
 
 async def _place(store: Store, quota: NamespaceQuota, member: str) -> bool:
+    if quota.running_sessions is None:
+        return True  # a quota of tokens only: no places to count
     now = now_ms()
     if await store.reserve_place(quota.namespace, member, quota.running_sessions, now):
         return True
@@ -69,38 +72,52 @@ async def _place(store: Store, quota: NamespaceQuota, member: str) -> bool:
     return await store.reserve_place(quota.namespace, member, quota.running_sessions, now)
 
 
-async def create_within_quota(store: Store, new: NewSession) -> tuple[str, bool]:
+async def _queued(store: Store, new: NewSession) -> tuple[str, bool]:
+    if new.status == SessionStatus.RUNNING:
+        new = replace(new, status=SessionStatus.PAUSED, paused_reason=QUEUED_FOR_QUOTA)
+    sid, created = await store.create_session(new)
+    if created:
+        await store.queue_for_place(new.namespace, sid, now_ms())
+    return sid, created
+
+
+async def create_within_quota(store: Store, new: NewSession, *, at_ms: int | None = None
+                              ) -> tuple[str, bool]:
     """(session id, created), as Store.create_session answers, within the namespace's
-    quota: QuotaExceeded over it, or (`over: queue`) the session created paused and
-    queued."""
+    quota: QuotaExceeded or TokensExceeded over it, or (`over: queue`) the session
+    created paused and queued. `at_ms`: the clock (tests turn the day with it)."""
     quota = await store.quota(new.namespace)
     if quota is None:
         return await store.create_session(new)
+    now = now_ms() if at_ms is None else at_ms
+    used = await tokens_spent(store, quota, now)
+    if used is not None:
+        if quota.over != "queue":
+            raise TokensExceeded(quota, used, now)
+        return await _queued(store, new)
     reservation = f"r:{uuid.uuid4().hex}"
     if not await _place(store, quota, reservation):
         if quota.over != "queue":
             raise QuotaExceeded(quota)
-        if new.status == SessionStatus.RUNNING:
-            new = replace(new, status=SessionStatus.PAUSED, paused_reason=QUEUED_FOR_QUOTA)
-        sid, created = await store.create_session(new)
-        if created:
-            await store.queue_for_place(new.namespace, sid, now_ms())
-        return sid, created
+        return await _queued(store, new)
     try:
         sid, created = await store.create_session(new)
     except BaseException:
         await store.settle_place(new.namespace, reservation, None, now_ms())
         raise
-    await store.settle_place(new.namespace, reservation, sid if created else None, now_ms())
+    if quota.running_sessions is not None:
+        await store.settle_place(new.namespace, reservation, sid if created else None,
+                                 now_ms())
     return sid, created
 
 
-async def admit_queued(store: Store) -> int:
-    """Resume queued sessions, oldest first, while their namespaces have places (the
-    scheduler leader's round). Returns how many were resumed."""
+async def admit_queued(store: Store, *, at_ms: int | None = None) -> int:
+    """Resume queued sessions, oldest first, while their namespaces have places and
+    tokens left today (the scheduler leader's round). Returns how many were resumed."""
     admitted = 0
+    now = now_ms() if at_ms is None else at_ms
     for quota in await store.quotas():
-        if quota.over != "queue":
+        if quota.over != "queue" or await tokens_spent(store, quota, now) is not None:
             continue
         for sid in await store.queued_first(quota.namespace, ADMIT_BATCH):
             record = await store.session_paused_reason(sid)
@@ -123,7 +140,8 @@ async def set_quota(store: Store, quota: NamespaceQuota, *, actor: str, source: 
     await store.set_quota(quota)
     await record_action(store, "quota_set", quota.namespace, actor=actor, source=source,
                         namespace=quota.namespace,
-                        detail=f"{quota.running_sessions} session(s), over: {quota.over}")
+                        detail=f"{quota.running_sessions} session(s), "
+                        f"{quota.tokens_per_day} token(s) a day, over: {quota.over}")
 
 
 async def drop_quota(store: Store, namespace: str, *, actor: str, source: str) -> bool:

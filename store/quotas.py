@@ -14,6 +14,8 @@ from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_str
 from strands_durable.store.script_access import QuotaPlaceArgs, QuotaPlaceKeys
 
+TOKENS_TTL_S = 2 * 86_400  # a day's token counter outlives its day by a day
+
 
 class QuotaOps(StoreBase):
     """Namespaces' quotas and their bookkeeping (sessions/quotas.py decides)."""
@@ -74,6 +76,20 @@ class QuotaOps(StoreBase):
         if status is None or as_str(status) != "paused":
             return None
         return as_str(reason) if reason else ""
+
+    async def add_tokens(self, namespace: str, day: str, tokens: int) -> int:
+        """Count a committed step's model tokens in the namespace's day (`tokens:<day>`,
+        UTC YYYY-MM-DD), kept TOKENS_TTL_S so old days vanish; the day's total."""
+        key = self.keys.quota_part(namespace, f"tokens:{day}")
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incrby(key, tokens)
+            pipe.expire(key, TOKENS_TTL_S)
+            total, _ = await pipe.execute()
+        return int(total)
+
+    async def tokens_used(self, namespace: str, day: str) -> int:
+        raw = await self.redis.get(self.keys.quota_part(namespace, f"tokens:{day}"))
+        return int(raw) if raw is not None else 0
 
     async def queue_for_place(self, namespace: str, session_id: str, now_ms: int) -> None:
         await self.redis.zadd(self.keys.quota_part(namespace, "queued"), {session_id: now_ms})

@@ -96,7 +96,8 @@ class SessionRecord:
 
 # Fields the worker needs to run and plan a step (returned by the gate script).
 GATE_FIELDS = ("version", "state", "variables", "spec_digest", "pattern_type", "started_ms",
-               "tokens_in", "tokens_out", "steps", "waiting", "budget_overrides")
+               "tokens_in", "tokens_out", "steps", "waiting", "budget_overrides",
+               "namespace")  # namespace: absent for `default`
 
 
 @dataclass(frozen=True)

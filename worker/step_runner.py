@@ -39,7 +39,7 @@ from strands_durable.spec.model import Spec, parse_spec
 from strands_durable.spec.render_guard import LoopBudgetSpent, on_the_loop
 from strands_durable.store.records import GateOutcome, TakenEntry
 from strands_durable.store.store import CommitRequest, Store
-from strands_durable.worker import retry_policy
+from strands_durable.worker import retry_policy, step_commit
 from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
@@ -283,9 +283,9 @@ class StepRunner:
             take = self.take_next(shard) if entry_id else 0
             started = time.perf_counter()
             outcome = await self.store.commit(request, take)
-            metrics.commit_timed(started, outcome.verdict, outcome.bytes_written)
+            await step_commit.commit_answered(self.store, spec, outcome.verdict,
+                                              outcome.bytes_written, result, fields, started)
             if outcome.verdict != "conflict":
-                metrics.step_committed(spec.pattern.type, outcome.verdict, result)
                 if outcome.verdict == "ok":
                     # Cached when it is the next in commit order after what the cache
                     # holds (as stored: read back from its JSON); else the next read
