@@ -12,6 +12,7 @@ from rich.markup import escape
 from strands_durable.access import (
     DEFAULT_NAMESPACE,
     MAX_QUOTA_SESSIONS,
+    MAX_QUOTA_TOKENS,
     AuditEntry,
     NamespaceQuota,
     Role,
@@ -32,6 +33,7 @@ from strands_durable.api.cli.output import err, new_table, print_table
 from strands_durable.api.schemas_access import TokenCreated, TokenOut
 from strands_durable.models import now_ms, utc_text
 from strands_durable.sessions import access, quotas
+from strands_durable.sessions.token_quota import utc_day
 from strands_durable.store.store import Store
 
 tokens_app = typer.Typer(help="Scoped API tokens: create, list, revoke.", no_args_is_help=True)
@@ -161,9 +163,12 @@ NamespaceArg = Annotated[str, typer.Argument(help="The namespace.",
 @quotas_app.command("set")
 def quotas_set(
     namespace: NamespaceArg,
-    running_sessions: Annotated[int, typer.Option(
+    running_sessions: Annotated[int | None, typer.Option(
         min=1, max=MAX_QUOTA_SESSIONS, help="Sessions not yet ended (running or paused) at "
-        "once.")],
+        "once.")] = None,
+    tokens_per_day: Annotated[int | None, typer.Option(
+        min=1, max=MAX_QUOTA_TOKENS, help="Model tokens (input + output) of the "
+        "namespace's steps per UTC day (checked at submit, until the next UTC day).")] = None,
     over: Annotated[str, typer.Option(
         help="Over the quota: refuse the submit (HTTP 429, exit 1), or queue its session "
         "(created paused, resumed by the scheduler as places free up).")] = "refuse",
@@ -172,7 +177,10 @@ def quotas_set(
     """Set a namespace's quota (replacing the one it had)."""
     if over not in ("refuse", "queue"):
         raise fail(f"--over {over[:40]!r}: expected refuse or queue", EXIT_USAGE)
-    quota = NamespaceQuota(namespace=namespace, running_sessions=running_sessions, over=over)
+    if running_sessions is None and tokens_per_day is None:
+        raise fail("give --running-sessions, --tokens-per-day or both", EXIT_USAGE)
+    quota = NamespaceQuota(namespace=namespace, running_sessions=running_sessions,
+                           tokens_per_day=tokens_per_day, over=over)
 
     async def body(store: Store) -> None:
         await quotas.set_quota(store, quota, actor=cli_actor(), source="cli")
@@ -181,24 +189,27 @@ def quotas_set(
     if as_json:
         print_json(quota)
         return
-    out.print(f"namespace {namespace}: at most {running_sessions} session(s) not yet ended; "
-              f"over that, {over}")
+    limits = [f"at most {running_sessions} session(s) not yet ended"] if running_sessions else []
+    limits += [f"{tokens_per_day} model token(s) a day"] if tokens_per_day else []
+    out.print(f"namespace {namespace}: {' and '.join(limits)}; over that, {over}")
 
 
 @quotas_app.command("list")
 def quotas_list(as_json: JsonOpt = False) -> None:
-    """Every namespace's quota."""
+    """Every namespace's quota, and the model tokens its steps used today (UTC)."""
 
-    async def body(store: Store) -> list[NamespaceQuota]:
-        return await store.quotas()
+    async def body(store: Store) -> list[tuple[NamespaceQuota, int]]:
+        day = utc_day(now_ms())
+        return [(q, await store.tokens_used(q.namespace, day)) for q in await store.quotas()]
 
     found = run_async(with_store(body, fleet=True))
     if as_json:
-        print_json(found)
+        print_json([{**q.model_dump(), "tokens_today": used} for q, used in found])
         return
-    table = new_table("namespace", "running sessions", "over")
-    for q in found:
-        table.add_row(q.namespace, str(q.running_sessions), q.over)
+    table = new_table("namespace", "running sessions", "tokens today / per day", "over")
+    for q, used in found:
+        tokens = f"{used} / {q.tokens_per_day}" if q.tokens_per_day else f"{used} / -"
+        table.add_row(q.namespace, str(q.running_sessions or "-"), tokens, q.over)
     print_table(table)
 
 
