@@ -18,6 +18,7 @@ from helpers.api import TOKEN, asgi_client, chain_spec, error_of, make_app
 from helpers.fleet import durable_bin
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
+from redis import Redis
 
 from strands_durable.access import NAMESPACE_HEADER, QUEUED_FOR_QUOTA, NamespaceQuota
 from strands_durable.models import SessionStatus, now_ms
@@ -158,6 +159,18 @@ def test_hostile_values_are_refused_naming_the_field(settings: DurableSettings,
     assert '"running_sessions":null' in listed
     table = durable("list").stdout
     assert "0 / 5000" in table
+    # `durable submit` in a namespace whose day is spent: exit 1 naming the quota.
+    done = durable("set", "team-t", "--tokens-per-day", "5000")
+    assert done.returncode == 0, done.stderr
+    redis = Redis.from_url(settings.redis_url)
+    redis.set(f"{settings.key_prefix}:quota:team-t:tokens:{utc_day(now_ms())}", 5000)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(chain_spec(1))
+    refused = subprocess.run([*durable_bin(), "submit", str(spec), "--namespace", "team-t"],
+                             env=env, capture_output=True, text=True, timeout=120,
+                             check=False)
+    assert refused.returncode == 1 and "quota" in refused.stdout + refused.stderr
+    assert not redis.keys(f"{settings.key_prefix}:*:s:*")
     with pytest.raises(ValidationError, match="tokens_per_day"):
         NamespaceQuota(namespace="team-t", tokens_per_day=0)
     with pytest.raises(ValidationError):
