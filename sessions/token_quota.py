@@ -2,7 +2,8 @@
 
 The worker counts each committed step's tokens (input + output, as the provider
 reported them) in its namespace's counter of the day (store: `quota:<ns>:tokens:<day>`,
-kept two days), after the commit: a crash between the two misses that step's tokens;
+kept two days), after the commit, added up in the worker and written once a second
+(worker/token_tally.py): a crash before the write misses those steps' tokens;
 a step is never counted twice (only a commit that answered `ok` counts, and a replayed
 journal's turns are in the one commit of the step). A submit in a namespace whose day
 is spent is refused (TokensExceeded: HTTP 429 with Retry-After to the next UTC
@@ -58,9 +59,3 @@ async def tokens_spent(store: Store, quota: NamespaceQuota, now_ms: int) -> int 
         return None
     used = await store.tokens_used(quota.namespace, utc_day(now_ms))
     return used if used >= quota.tokens_per_day else None
-
-
-async def count_step_tokens(store: Store, namespace: str, tokens: int, now_ms: int) -> None:
-    """A committed step's tokens, in its namespace's day (the worker, after the commit)."""
-    if tokens > 0:
-        await store.add_tokens(namespace, utc_day(now_ms), tokens)

@@ -22,6 +22,7 @@ from strands_durable.store.outage import REDIS_DOWN_IN_LOOP
 from strands_durable.store.records import StreamEntry, TakenEntry
 from strands_durable.store.store import Store
 from strands_durable.version import __version__
+from strands_durable.worker import token_tally
 from strands_durable.worker.execute import StepExecutor
 from strands_durable.worker.failover import Failover
 from strands_durable.worker.faults import stall_loop
@@ -120,6 +121,7 @@ class StepConsumer:
         if self.failover is not None:  # beats stop last: nobody declares us dead now
             await self.failover.stop()
         with contextlib.suppress(*REDIS_DOWN_IN_LOOP):
+            await token_tally.close(self.store)  # the tokens counted since the last write
             await self.store.forget_heartbeats([self.name])
             # Leave the group too, unless steps handed back are still pending under us.
             await self.store.retire_consumer(self.name)

@@ -1,20 +1,18 @@
 """What the worker does once a step's commit answered: its metrics, and (an `ok`
 commit only, so a step is counted once) its model tokens in its namespace's day for
 the quota of tokens per day (sessions/token_quota.py). The count comes after the
-commit, in its own key (another slot on a cluster): a crash in between misses it."""
+commit, in its own key (another slot on a cluster), added up in the worker and written
+once a second (worker/token_tally.py): a crash in between misses it."""
 
 from __future__ import annotations
-
-import logging
 
 from strands_durable import metrics
 from strands_durable.metrics.namespaces import namespace_tokens
 from strands_durable.models import StepResult, now_ms
-from strands_durable.sessions.token_quota import count_step_tokens
+from strands_durable.sessions.token_quota import utc_day
 from strands_durable.spec.model import Spec
 from strands_durable.store.store import Store
-
-log = logging.getLogger(__name__)
+from strands_durable.worker.token_tally import tally_of
 
 
 async def commit_answered(store: Store, spec: Spec, outcome_verdict: str, bytes_written: int,
@@ -29,10 +27,7 @@ async def commit_answered(store: Store, spec: Spec, outcome_verdict: str, bytes_
     tokens = result.input_tokens + result.output_tokens
     namespace = fields.get("namespace") or "default"
     namespace_tokens(namespace, tokens)
-    try:
-        await count_step_tokens(store, namespace, tokens, now_ms())
-    except Exception:  # the step is committed: a missed count never fails it
-        log.warning("namespace %s: %d token(s) of a committed step not counted",
-                    namespace, tokens, exc_info=True)
+    # Added up in the worker and written once a second (worker/token_tally.py).
+    tally_of(store).add(namespace, utc_day(now_ms()), tokens)
 
 
