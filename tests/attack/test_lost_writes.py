@@ -72,6 +72,12 @@ async def test_a_step_run_from_a_lost_commit_runs_again_from_what_is_stored(
 
         server.stop()  # kill -9: step:1's commit is gone with it
         server = start_redis(RDB_ONLY, workdir=workdir, port=server.port)
+        # The worker has met the outage (its client counted it) before step:2 goes on:
+        # then step:2's commit finds its history lost, whatever the machine's load.
+        async def outage_seen() -> bool:
+            return outage.outages >= 1
+
+        await wait_for(outage_seen, timeout_s=60, what="the worker to meet the outage")
         with caplog.at_level(logging.WARNING, logger="durable.worker"):
             breakpoints.clear("rewound", "step:2")
 

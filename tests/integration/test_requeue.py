@@ -84,8 +84,10 @@ async def snapshot(store: Store) -> dict[str, object]:
     found: dict[str, object] = {}
     live = {store.keys.workers(), *(store.keys.beats(k) for k in range(store.keys.shards))}
     async for key in store.redis.scan_iter(f"{store.keys.prefix}*"):
-        if ":lock:" in key or key in live:
-            continue  # operator locks' bookkeeping and live workers' heartbeats and beats
+        if ":lock:" in key or key in live or (":quota:" in key and ":tokens:" in key):
+            # operator locks' bookkeeping, live workers' heartbeats and beats, and the
+            # tokens of the day the workers write once a second (worker/token_tally.py)
+            continue
         kind = await store.redis.type(key)
         if kind == "hash":
             found[key] = await store.redis.hgetall(key)
