@@ -4,6 +4,9 @@
 -- completed, failed, cancelled), so every key a script touches is declared.
 
 local STATUSES = {'running', 'paused', 'completed', 'failed', 'cancelled'}
+-- Provider capacity: a limit the provider names is paced at this share of it (arrivals
+-- jitter; capacity_throttled.lua and capacity_release.lua believe it alike).
+local TOLD_MARGIN = 0.95
 
 local function index_keys()
   local n = #KEYS

@@ -30,7 +30,6 @@ for _, bucket in ipairs({state_key, scope_state_key}) do
     redis.call('HINCRBYFLOAT', bucket, 'tok_tokens', -extra)
   end
 end
-local TOLD_MARGIN = 0.95  -- as capacity_throttled.lua's: arrivals jitter
 if succeeded == '1' then
   local f = redis.call('HMGET', state_key, 'learned_rpm', 'learned_inflight', 'rpm_ceiling')
   local rpm, inflight = tonumber(f[1]) or 0, tonumber(f[2]) or 0

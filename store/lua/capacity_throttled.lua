@@ -32,7 +32,6 @@ local rpm, limit = tonumber(f[1]) or 0, tonumber(f[2]) or 0
 local until_ms, last = tonumber(f[3]) or 0, tonumber(f[4]) or 0
 redis.call('HINCRBY', state_key, 'throttled', 1)
 redis.call('HSET', state_key, 'backoff_until', math.max(until_ms, now + backoff))
-local TOLD_MARGIN = 0.95  -- under the provider's named limit: arrivals jitter
 if last + math.max(backoff, 1000) <= now then
   local ceiling = told * TOLD_MARGIN
   local over_told = told > 0 and (rpm <= 0 or rpm > ceiling)
