@@ -23,6 +23,7 @@ from strands_durable.api import (
     routes_system,
     routes_transfer,
     routes_webhooks,
+    submission,
 )
 from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
@@ -45,7 +46,8 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     settings = settings or DurableSettings()
     store = open_store(settings)  # connects lazily, on the serving loop
 
-    render_stage = RenderStage(settings.api_render_workers, settings.api_render_queue)
+    render_stage = RenderStage(settings.api_render_workers, settings.api_render_queue,
+                               preload=(submission.__name__,))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import math
 import multiprocessing
@@ -128,26 +129,31 @@ def _end_with(api_pid: int) -> None:
     threading.Thread(target=watch, name="render-stage-parent", daemon=True).start()
 
 
-def _prepare_process(api_pid: int) -> None:
+def _prepare_process(api_pid: int, preload: tuple[str, ...]) -> None:
     """Renders yield the CPU to the API's own process (and Redis) when the machine is
     busy: a full stage is CPU-bound on every worker, and /healthz must still answer.
+    What the renders import is imported first, at the API's priority: a second of
+    imports at niceness 10 on a busy machine took a first submit 8 s (10 busy loops on
+    2 cores), and 30 s on a loaded CI machine.
     Ctrl-C in a terminal reaches the whole process group: it is the API's to handle (its
     shutdown ends these processes), not a traceback from each of them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for module in preload:
+        importlib.import_module(module)
     with contextlib.suppress(OSError):  # not allowed here: run at the API's priority
         os.nice(RENDER_NICENESS)
     _end_with(api_pid)
 
 
 # -- in the API's process ------------------------------------------------------------
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(workers: int, preload: tuple[str, ...]) -> ProcessPoolExecutor:
     with _pools_lock:
         pool = _pools.get(workers)
         if pool is None:
             # spawn, not fork: the API's process has threads (and locks they may hold).
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_prepare_process,
-                                       initargs=(os.getpid(),))
+                                       initargs=(os.getpid(), preload))
             _pools[workers] = pool
         return pool
 
@@ -170,9 +176,11 @@ class RenderStage:
     more waiting; `Overloaded` beyond. A request that goes away leaves its slot taken
     until its process has finished with it, so going away frees nothing early."""
 
-    def __init__(self, workers: int, queue: int) -> None:
+    def __init__(self, workers: int, queue: int, preload: tuple[str, ...] = ()) -> None:
         self.workers = workers
         self.queue = queue
+        self.preload = preload  # modules the work needs, imported as a process starts
+        self._warming: list[Future[int]] = []
         self._taken = 0
         self._lock = threading.Lock()  # released from the pool's own thread
 
@@ -184,9 +192,17 @@ class RenderStage:
     def start(self) -> None:
         """Start the processes now rather than on the first submit (about a second each);
         nothing waits for them."""
-        pool = _pool(self.workers)
-        for _ in range(self.workers):
-            pool.submit(_ready)
+        pool = _pool(self.workers, self.preload)
+        try:
+            self._warming = [pool.submit(_ready) for _ in range(self.workers)]
+        except BrokenProcessPool:  # a process of it died since: start a new one
+            _discard(self.workers, pool)
+            self.start()
+
+    async def warmed(self) -> None:
+        """Once the processes `start` began have started (what a first submit would wait
+        for otherwise); BrokenProcessPool if one died."""
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._warming))
 
     def pids(self) -> list[int]:
         """The stage's process ids (for tests and operators)."""
@@ -196,7 +212,7 @@ class RenderStage:
 
     async def run(self, work: Callable[[A], R], arg: A) -> R:
         self._take()
-        pool = _pool(self.workers)
+        pool = _pool(self.workers, self.preload)
         try:
             future: Future[Any] = pool.submit(_run_here, work, arg, dict(os.environ))
         except BrokenProcessPool:

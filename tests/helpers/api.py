@@ -112,6 +112,9 @@ async def uvicorn_server(app: FastAPI) -> AsyncIterator[str]:
 
     try:
         await wait_for(started, timeout_s=10, what="uvicorn to start")
+        # The render stage's processes up: a test's first submit would otherwise wait for
+        # them to start (30 s on a loaded CI machine), inside its HTTP client's timeout.
+        await asyncio.wait_for(app.state.render_stage.warmed(), timeout=120)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
