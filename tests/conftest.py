@@ -56,6 +56,7 @@ SLOW_MODULES = {
 # Single tests of that kind in modules that otherwise belong in the fast lane.
 SLOW_TESTS = {
     "integration/test_quotas.py::test_durable_quotas_set_list_delete",  # ~10 `durable` CLIs
+    "integration/test_token_quota.py::test_hostile_values_are_refused_naming_the_field",  # 11
 }
 
 

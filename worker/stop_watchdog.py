@@ -26,8 +26,10 @@ FINAL_MARGIN_S = 5.0
 
 
 class StopWatchdog:
-    def __init__(self, grace_s: float, margin_s: float = STOP_MARGIN_S) -> None:
+    def __init__(self, grace_s: float, margin_s: float = STOP_MARGIN_S,
+                 final_margin_s: float = FINAL_MARGIN_S) -> None:
         self.limit_s = grace_s + margin_s
+        self.final_margin_s = final_margin_s
         self._timer: threading.Timer | None = None
 
     def signalled(self, sig: object) -> None:
@@ -56,7 +58,7 @@ class StopWatchdog:
         self._timer.start()
         # The last resort, from a C thread that needs no GIL: a hang in the interpreter's
         # own teardown (after the last Python code ran) is cut too, stacks first, exit 1.
-        faulthandler.dump_traceback_later(self.limit_s + FINAL_MARGIN_S, exit=True)
+        faulthandler.dump_traceback_later(self.limit_s + self.final_margin_s, exit=True)
 
     def _overrun(self) -> None:
         log.critical("worker still stopping %.0fs after the stop signal "

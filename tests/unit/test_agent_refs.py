@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
+from helpers.cli import durable
 
-from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
 from strands_durable.spec.loader import load_spec_file, load_spec_text
 
@@ -31,7 +31,7 @@ def test_strands_clis_atomic_demo_resolves_its_references() -> None:
 
 def test_the_demo_runs_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
-    result = CliRunner().invoke(app, ["run", str(DEMO), "--provider", "scripted",
+    result = CliRunner().invoke(durable(), ["run", str(DEMO), "--provider", "scripted",
                                       "--var", "subject=Outage", "--var", "body=Down",
                                       "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

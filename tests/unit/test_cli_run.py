@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from click.testing import CliRunner
 from helpers import EXAMPLES
-from typer.testing import CliRunner
-
-from strands_durable.api.cli import app
+from helpers.cli import durable
 
 runner = CliRunner()
 
 
 def run(*args: str) -> object:
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_REDIS_URL"}
-    return runner.invoke(app, list(args), env=env, catch_exceptions=False)
+    return runner.invoke(durable(), list(args), env=env, catch_exceptions=False)
 
 
 def test_run_example_prints_progress_and_final_response(tmp_path: Path,
@@ -104,14 +103,14 @@ SOME_ID = "3b241101-e2bb-4255-8caf-4136c566a962"  # a well-formed session id
 def test_a_bad_setting_is_a_usage_error_naming_the_variable(tmp_path: Path) -> None:
     env = {**os.environ, "DURABLE_SHARDS": "0"}
     for args in (["status", SOME_ID], ["run", str(EXAMPLES / "chain-research.yaml")]):
-        result = runner.invoke(app, args, env=env)
+        result = runner.invoke(durable(), args, env=env)
         assert result.exit_code == 2, result.output
         assert "DURABLE_SHARDS='0'" in result.output and "greater than or equal to 1" \
             in result.output
         assert "Traceback" not in result.output
     env = {**os.environ, "DURABLE_REDIS_URL": "garbage"}
     for args in (["status", SOME_ID], ["run", str(EXAMPLES / "chain-research.yaml")]):
-        result = runner.invoke(app, args, env=env)
+        result = runner.invoke(durable(), args, env=env)
         assert result.exit_code == 2, result.output
         assert "DURABLE_REDIS_URL='garbage'" in result.output and "redis://" in result.output
 
@@ -127,7 +126,7 @@ def test_set_splits_budgets_from_variables_and_refuses_bad_budgets() -> None:
         {"topic": "x", "tone": "warm"}, {"max_steps": 50, "max_tokens": 9})
     with pytest.raises(DurableError, match="at least 1"):
         parse_sets({"budgets.max_duration_s": "-5"})
-    result = runner.invoke(app, ["resume", SOME_ID, "--from-checkpoint", "1",
+    result = runner.invoke(durable(), ["resume", SOME_ID, "--from-checkpoint", "1",
                                  "--set", "novalue"])
     assert result.exit_code == 2 and "--set novalue: expected KEY=VALUE" in result.output
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from click.testing import CliRunner
+from helpers.cli import durable
 
-from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
 from strands_durable.spec.loader import load_spec_data
 from strands_durable.worker.providers.credentials import check_credentials
@@ -30,7 +30,7 @@ def test_durable_run_refuses_a_provider_without_its_key(tmp_path: Path,
     monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
     spec = tmp_path / "keyless.yaml"
     spec.write_text(SPEC)
-    result = CliRunner().invoke(app, ["run", str(spec)])
+    result = CliRunner().invoke(durable(), ["run", str(spec)])
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())
     assert "runtime.provider" in flat and "agent 'writer'" in flat

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from helpers import EXAMPLES
-from typer.testing import CliRunner
-
-from strands_durable.api.cli import app
+from helpers.cli import durable
 
 runner = CliRunner()
 ALL_EXAMPLES = sorted(EXAMPLES.glob("*.yaml"))
@@ -40,7 +39,7 @@ class Run:
 
 def durable_run(spec: Path, out_dir: Path, *args: str) -> Run:
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_REDIS_URL"}
-    result = runner.invoke(app, ["run", str(spec), "--out", str(out_dir), *args], env=env,
+    result = runner.invoke(durable(), ["run", str(spec), "--out", str(out_dir), *args], env=env,
                            catch_exceptions=False)
     keys = [line.split()[1] for line in result.output.splitlines() if line.startswith("✓ ")]
     return Run(result.exit_code, result.output, keys, out_dir)

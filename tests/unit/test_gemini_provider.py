@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from helpers import REPO
-from typer.testing import CliRunner
+from helpers.cli import durable
 
-from strands_durable.api.cli import app
 from strands_durable.errors import ProviderError, SpecError
 from strands_durable.provider_policy import ProviderPolicy
 from strands_durable.spec.loader import load_spec_data
@@ -86,7 +86,7 @@ def test_durable_run_refuses_gemini_without_a_key(tmp_path: Path,
     monkeypatch.delenv("DURABLE_REDIS_URL", raising=False)
     spec = tmp_path / "keyless.yaml"
     spec.write_text(SPEC)
-    result = CliRunner().invoke(app, ["run", str(spec)])
+    result = CliRunner().invoke(durable(), ["run", str(spec)])
     assert result.exit_code == 2, result.output
     flat = " ".join(result.output.split())
     assert "runtime.provider" in flat and "agent 'writer'" in flat

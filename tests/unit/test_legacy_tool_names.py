@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
+from helpers.cli import durable
 
-from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
 from strands_durable.settings import ToolPolicy, current_tool_policy
 from strands_durable.spec.loader import load_spec_data
@@ -145,7 +145,7 @@ def run_calling(tmp_path: Path, tool: str, calls: list[dict[str, Any]]) -> str:
     data = spec([tool], runtime={"provider": "scripted", "script": {"rules": rules}})
     path = tmp_path / "legacy.yaml"
     path.write_text(yaml.safe_dump(data))
-    result = runner.invoke(app, ["run", str(path), "--ephemeral"], catch_exceptions=False)
+    result = runner.invoke(durable(), ["run", str(path), "--ephemeral"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.output
 

@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from helpers import FIXTURES
-from typer.testing import CliRunner
-
-from strands_durable.api.cli import app
+from helpers.cli import durable
 
 SPECS = FIXTURES / "strands-cli"
 SCRIPTS = FIXTURES / "scripts"
@@ -23,7 +22,7 @@ def durable_run(stem: str, out_dir: Path) -> tuple[list[str], str]:
     """(committed step keys in commit order, the final response) of a completed run."""
     env = {k: v for k, v in os.environ.items() if k != "DURABLE_REDIS_URL"}
     result = runner.invoke(
-        app, ["run", str(SPECS / f"{stem}.yaml"), "--provider", "scripted",
+        durable(), ["run", str(SPECS / f"{stem}.yaml"), "--provider", "scripted",
               "--script", str(SCRIPTS / f"{stem}.yaml"), "--out", str(out_dir)],
         env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output

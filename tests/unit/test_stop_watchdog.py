@@ -47,7 +47,8 @@ def test_a_hang_that_holds_the_interpreter_is_cut_from_outside_it() -> None:
     # would: the Python timer cannot run, faulthandler's C thread still can.
     holds_gil = HANGS_AFTER_STOP.replace(
         "threading.Event().wait()",
-        "import re; re.match(r'(a+)+$', 'a' * 64 + 'b')")
+        "import re; re.match(r'(a+)+$', 'a' * 64 + 'b')").replace(
+        "margin_s=0.2)", "margin_s=0.2, final_margin_s=0.3)")
     done = subprocess.run([sys.executable, "-c", holds_gil], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 1, done.stderr

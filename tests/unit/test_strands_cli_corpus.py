@@ -15,11 +15,11 @@ from typing import Literal
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from helpers import FIXTURES
+from helpers.cli import durable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from typer.testing import CliRunner
 
-from strands_durable.api.cli import app
 from strands_durable.errors import SpecError
 from strands_durable.settings import current_limits, current_tool_policy
 from strands_durable.spec.loader import load_spec_file
@@ -94,7 +94,7 @@ def durable_run(name: str, row: Expected, out_dir: Path) -> tuple[int, str]:
         args += ["--script", str(RULES / row.script)]
     for key, value in row.vars.items():
         args += ["--var", f"{key}={value}"]
-    result = runner.invoke(app, args, catch_exceptions=False)
+    result = runner.invoke(durable(), args, catch_exceptions=False)
     return result.exit_code, result.output
 
 
