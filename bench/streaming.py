@@ -133,9 +133,11 @@ async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, what: st
         await asyncio.sleep(0.05)
 
 
-async def follow(port: int, sid: str, latencies: list[float], written: list[float]) -> int:
+async def follow(port: int, sid: str, latencies: list[float], written: list[float],
+                 answered: Callable[[], None]) -> int:
     """Read the session's live stream to its end; the latency of each text entry (and
     the part of it before Redis had the entry: the id of a stream entry is its time).
+    `answered` is called once the API has answered (its headers came).
     A raw HTTP/1.0 reader that parses no more than it must: 100 followers in one
     process on a busy 2-core machine, so that the figure is the server's, not a slow
     client's backlog."""
@@ -146,6 +148,8 @@ async def follow(port: int, sid: str, latencies: list[float], written: list[floa
     try:
         while chunk := await reader.read(65536):
             now_ms = time.time() * 1000
+            if not buffer and not entries:
+                answered()
             buffer += chunk
             *frames, buffer = buffer.split(b"\n\n")
             for frame in frames:
@@ -173,9 +177,7 @@ async def fanout_row(sessions: int, clients: int, words_s: float, logdir: Path
     api = subprocess.Popen([sys.executable, "-m", "strands_durable.api.cli", "api",
                             "--host", "127.0.0.1", "--port", str(port)], env=env,
                            stdout=(logdir / "api.log").open("wb"), stderr=subprocess.STDOUT)
-    worker = subprocess.Popen([*arq_bin(), "strands_durable.worker.WorkerSettings"], env=env,
-                              stdout=(logdir / "worker.log").open("wb"),
-                              stderr=subprocess.STDOUT)
+    worker: subprocess.Popen[bytes] | None = None
     store: Store | None = None
     try:
         base = f"http://127.0.0.1:{port}"
@@ -198,17 +200,32 @@ async def fanout_row(sessions: int, clients: int, words_s: float, logdir: Path
                     for n in range(sessions)]
             latencies: list[float] = []
             written: list[float] = []
+            # Every client is following before any text is written (the worker starts
+            # once all have been answered): a client that came late would read a backlog,
+            # whose age is not the stream's latency.
+            followers: list[bool] = []
+            reading = [asyncio.ensure_future(follow(
+                port, sids[i % sessions], latencies, written, lambda: followers.append(True)))
+                for i in range(clients)]
+
+            async def all_followed() -> bool:
+                return len(followers) == clients
+
+            await until(all_followed, 60, f"{clients} clients to be answered")
             cpu0 = cpu_s(api.pid)
             started = time.monotonic()
-            counts = await asyncio.gather(*(follow(port, sids[i % sessions], latencies,
-                                                   written) for i in range(clients)))
+            worker = subprocess.Popen([*arq_bin(), "strands_durable.worker.WorkerSettings"],
+                                      env=env, stdout=(logdir / "worker.log").open("wb"),
+                                      stderr=subprocess.STDOUT)
+            counts = await asyncio.gather(*reading)
             seconds = time.monotonic() - started
             api_cpu = cpu_s(api.pid) - cpu0
             api_rss = rss_mb(api.pid)
     finally:
         for proc in (api, worker):
-            proc.kill()
-            proc.wait(timeout=30)
+            if proc is not None:
+                proc.kill()
+                proc.wait(timeout=30)
         if store is not None:
             await store.close()
         redis.stop()
