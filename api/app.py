@@ -18,6 +18,7 @@ from strands_durable.api import (
     routes_control,
     routes_fleet,
     routes_ops,
+    routes_quotas,
     routes_schedules,
     routes_sessions,
     routes_system,
@@ -83,6 +84,7 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.include_router(routes_schedules.router, dependencies=authed, responses=responses)
     app.include_router(routes_access.router, dependencies=authed, responses=responses)
     app.include_router(routes_webhooks.router, dependencies=authed, responses=responses)
+    app.include_router(routes_quotas.router, dependencies=authed, responses=responses)
     app.include_router(routes_system.router)
     install_console(app)  # /ui, and /docs, /redoc, /openapi.json served offline
     return app

@@ -8,11 +8,11 @@ DURABLE_API_TOKEN nor any scoped token, the API is open, as it always was.
 Each route needs a role (ROLE_OF, by route name: a route missing there needs admin, so a
 new route is closed until someone says otherwise). Fleet-wide routes (admin) need a token
 over every namespace. A request works in one namespace (the `X-Durable-Namespace`
-header, `default` without it) that its token must cover; a session of another namespace
-is answered as one that does not exist. Lookups are cached for REVOCATION_S, so a
-revoked or expired token is refused by every replica within that time. Failed sign-ins
-are counted per client address: past MAX_FAILURES within FAILURE_WINDOW_S, that address
-is answered 429 until the window has passed.
+header, `default` without it; a quota's path names its own) that its token must cover;
+a session of another namespace is answered as one that does not exist. Lookups are
+cached for REVOCATION_S, so a revoked or expired token is refused by every replica
+within that time. Failed sign-ins are counted per client address: past MAX_FAILURES
+within FAILURE_WINDOW_S, that address is answered 429 until the window has passed.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ ROLE_OF: dict[str, Role] = {
     "create_schedule": Role.OPERATE, "update_schedule": Role.OPERATE,
     "delete_schedule": Role.OPERATE, "pause_schedule": Role.OPERATE,
     "resume_schedule": Role.OPERATE, "trigger_schedule": Role.OPERATE,
+    # namespaces' quotas: read those the token covers; set_quota and delete_quota are
+    # not listed (admin over every namespace: a tenant may not raise its own quota)
+    "list_quotas": Role.READ, "get_quota": Role.READ,
     # Not listed, so admin over every namespace: the webhook outbox (every namespace's
     # deliveries: list_webhooks, retry_webhook), the fleet, tokens.
 }
@@ -201,6 +204,14 @@ def required_role(request: Request) -> Role:
 
 
 def request_namespace(request: Request) -> str:
+    """The namespace a request works in: a path's (/v1/quotas/{namespace}), else the
+    X-Durable-Namespace header's, else `default`."""
+    in_path = request.path_params.get("namespace")
+    if in_path is not None:
+        if not is_namespace(in_path):
+            raise ApiError(422, "invalid_request", f"namespace: {str(in_path)[:80]!r} is not "
+                           f"{NAMESPACE_FORM}", {"field": "namespace"})
+        return str(in_path)
     namespace = request.headers.get(NAMESPACE_HEADER, DEFAULT_NAMESPACE)
     if not is_namespace(namespace):
         raise ApiError(422, "invalid_request", f"{NAMESPACE_HEADER}: {namespace[:80]!r} is "

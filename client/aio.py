@@ -28,6 +28,7 @@ from strands_durable.client.access import AsyncAccess
 from strands_durable.client.backend import Backend, Changes, ListFilter, Submission
 from strands_durable.client.errors import InvalidClientSetting, WaitTimeout
 from strands_durable.client.http_backend import HttpBackend, Verify
+from strands_durable.client.quotas import AsyncQuotas
 from strands_durable.client.schedules import AsyncSchedules
 from strands_durable.client.transfer import TransferMethods
 from strands_durable.client.wire import SpecInput
@@ -46,7 +47,7 @@ Checkpoints = list[Checkpoint]
 Workers = list[WorkerOut]
 
 
-class AsyncClient(AsyncSchedules, TransferMethods, AsyncAccess):
+class AsyncClient(AsyncSchedules, TransferMethods, AsyncAccess, AsyncQuotas):
     """The API's operations as coroutines, answered with the API's own models.
 
     ```python

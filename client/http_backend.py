@@ -36,6 +36,7 @@ from strands_durable.api.schemas_access import (
     TokenList,
 )
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList
+from strands_durable.api.schemas_quotas import QuotaList, QuotaOut
 from strands_durable.api.schemas_schedules import (
     ScheduleList,
     ScheduleRun,
@@ -80,6 +81,10 @@ def backoff_s(attempt: int, error: BaseException | None) -> float:
     if said is not None:
         return min(said, wire.MAX_RETRY_AFTER_S)
     return min(BACKOFF_S * 2 ** (attempt - 1), BACKOFF_MAX_S)
+
+
+def quota_path(namespace: str) -> str:
+    return "/v1/quotas/" + quote(namespace, safe="")
 
 
 class HttpBackend:
@@ -254,6 +259,19 @@ class HttpBackend:
     async def audit(self, limit: int, before: str | None) -> AuditPage:
         params = {"limit": str(limit), **({"before": before} if before else {})}
         return await self.typed(wire.Call("GET", "/v1/audit", params=params), AuditPage)
+
+    async def quotas(self) -> QuotaList:
+        return await self.typed(wire.Call("GET", "/v1/quotas"), QuotaList)
+
+    async def quota(self, namespace: str) -> QuotaOut:
+        return await self.typed(wire.Call("GET", quota_path(namespace)), QuotaOut)
+
+    async def set_quota(self, namespace: str, body: dict[str, Any]) -> QuotaOut:
+        # A PUT replaces the quota whole: sending it twice sets the same quota.
+        return await self.typed(wire.Call("PUT", quota_path(namespace), body=body), QuotaOut)
+
+    async def delete_quota(self, namespace: str) -> None:
+        await self.send(wire.Call("DELETE", quota_path(namespace), idempotent=False))
 
     async def webhooks(self, status: str, limit: int) -> WebhookList:
         params = {"status": status, "limit": str(limit)}

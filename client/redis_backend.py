@@ -62,6 +62,7 @@ from strands_durable.client.errors import (
     ConnectionFailed,
     class_for,
 )
+from strands_durable.client.redis_quotas import RedisQuotas
 from strands_durable.client.redis_schedules import RedisSchedules
 from strands_durable.metrics import render_api_metrics
 from strands_durable.models import SessionStatus, now_ms
@@ -154,10 +155,11 @@ def _generator_guard(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Asy
 
 # The schedule operations answer Redis down as the others do.
 answering_redis_down(RedisSchedules)
+answering_redis_down(RedisQuotas)
 
 
 @answering_redis_down
-class RedisBackend(RedisSchedules):
+class RedisBackend(RedisSchedules, RedisQuotas):
     def __init__(self, settings: DurableSettings, store: Store) -> None:
         self.settings = settings
         self.store = store

@@ -32,6 +32,7 @@ from strands_durable.client.aio import (
     Workers,
 )
 from strands_durable.client.http_backend import Verify
+from strands_durable.client.quotas import SyncQuotas
 from strands_durable.client.schedules import SyncSchedules
 from strands_durable.client.transfer import SyncTransferMethods
 from strands_durable.client.wire import SpecInput
@@ -80,7 +81,7 @@ class _LoopThread:
         self.loop.close()
 
 
-class Client(SyncSchedules, SyncTransferMethods, SyncAccess):
+class Client(SyncSchedules, SyncTransferMethods, SyncAccess, SyncQuotas):
     """The blocking client: the same constructor, methods and answers as `AsyncClient`.
 
     ```python

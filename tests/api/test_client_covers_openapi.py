@@ -26,6 +26,8 @@ CLIENT_METHODS = {
     "resumeSchedule": "resume_schedule", "triggerSchedule": "trigger_schedule",
     "listWebhooks": "webhooks", "retryWebhook": "retry_webhook",
     "exportSession": "export_session", "importSession": "import_session",
+    "listQuotas": "quotas", "getQuota": "quota", "setQuota": "set_quota",
+    "deleteQuota": "delete_quota",
 }
 # Routes for people, not programs: the console and its documentation pages.
 NOT_FOR_CLIENTS = ("/ui", "/docs", "/redoc", "/openapi.json")

@@ -22,7 +22,8 @@ def every_route(app: FastAPI) -> list[tuple[str, str]]:
     found = [("GET", "/docs"), ("GET", "/openapi.json")]
     for path, operations in app.openapi()["paths"].items():
         concrete = (path.replace("{session_id}", UNKNOWN).replace("{name}", "x.md")
-                    .replace("{n}", "1").replace("{token_id}", "0123456789ab"))
+                    .replace("{n}", "1").replace("{token_id}", "0123456789ab")
+                    .replace("{namespace}", "team-a"))
         found += [(method.upper(), concrete) for method in sorted(operations)]
     return found
 
@@ -32,7 +33,7 @@ def test_the_route_table_is_complete() -> None:
     assert {("GET", "/docs"), ("GET", "/openapi.json"), ("GET", "/metrics"),
             ("POST", "/v1/sessions"), ("DELETE", f"/v1/sessions/{UNKNOWN}"),
             ("POST", f"/v1/sessions/{UNKNOWN}/signal")} <= routes
-    assert len(routes) == 37
+    assert len(routes) == 41
 
 
 @pytest.fixture

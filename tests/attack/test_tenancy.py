@@ -45,7 +45,8 @@ def every_route(app: FastAPI) -> list[tuple[str, str]]:
     found = []
     for path, operations in app.openapi()["paths"].items():
         concrete = (path.replace("{session_id}", GUESSED).replace("{name}", "x.md")
-                    .replace("{n}", "1").replace("{token_id}", "0123456789ab"))
+                    .replace("{n}", "1").replace("{token_id}", "0123456789ab")
+                    .replace("{namespace}", "team-a"))
         found += [(method.upper(), concrete) for method in sorted(operations)]
     return found
 
