@@ -5,16 +5,21 @@ the Python client's quota methods on both backends."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner, Result
 from fastapi import FastAPI
+from helpers import RedisServer
 from helpers.api import TOKEN, asgi_client, error_of, make_app
+from helpers.cli import durable
 
 from strands_durable.access import NAMESPACE_HEADER, NamespaceQuota
-from strands_durable.client import AsyncClient
+from strands_durable.client import AsyncClient, Client
 from strands_durable.client.errors import ApiInvalidInput, ClientError
 from strands_durable.errors import InvalidInput, NotFound
 from strands_durable.models import now_ms
@@ -25,7 +30,7 @@ from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
 
-QUOTA = {"running_sessions": 5, "tokens_per_day": 1000, "over": "queue"}
+QUOTA: dict[str, Any] = {"running_sessions": 5, "tokens_per_day": 1000, "over": "queue"}
 
 
 async def test_each_route_round_trip(client: httpx.AsyncClient, store: Store) -> None:
@@ -225,10 +230,11 @@ async def test_both_clients_manage_quotas(app: FastAPI, settings: DurableSetting
             assert ns in [q.namespace for q in await client.quotas()]
             replaced = await client.set_quota(ns, tokens_per_day=9)
             assert (replaced.running_sessions, replaced.over) == (None, "refuse")
-            for bad, field in [({"running_sessions": 0}, "running_sessions"),
-                               ({"tokens_per_day": 10**13}, "tokens_per_day"),
-                               ({"over": "never", "running_sessions": 1}, "over"),
-                               ({}, "running_sessions")]:
+            bads: list[tuple[dict[str, Any], str]] = [
+                ({"running_sessions": 0}, "running_sessions"),
+                ({"tokens_per_day": 10**13}, "tokens_per_day"),
+                ({"over": "never", "running_sessions": 1}, "over"), ({}, "running_sessions")]
+            for bad, field in bads:
                 with pytest.raises(ApiInvalidInput) as raised:
                     await client.set_quota(ns, **bad)
                 assert raised.value.status == 422 and field in str(raised.value)
@@ -246,3 +252,35 @@ async def test_both_clients_manage_quotas(app: FastAPI, settings: DurableSetting
     trail = await access.audit_page(store, "c-1", 10, None)
     assert [e.action for e in trail] == ["quota_drop", "quota_set", "quota_set"]
     assert trail[0].actor.startswith("python:") and trail[0].source == "python"
+
+
+async def test_the_api_lists_what_the_cli_lists(client: httpx.AsyncClient, store: Store,
+                                               settings: DurableSettings) -> None:
+    await store.add_tokens("team-a", utc_day(now_ms()), 7)
+    env = {"DURABLE_REDIS_URL": settings.redis_url, "DURABLE_KEY_PREFIX": settings.key_prefix}
+
+    def cli(*args: str) -> Result:  # in a thread: the CLI runs its own event loop
+        return CliRunner().invoke(durable(), ["quotas", *args], env=env)
+
+    done = await asyncio.to_thread(cli, "set", "team-a", "--running-sessions", "4")
+    assert done.exit_code == 0, done.output
+    assert (await client.put("/v1/quotas/team-b", json={"tokens_per_day": 9})).status_code \
+        == 200
+    listed = await asyncio.to_thread(cli, "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert (await client.get("/v1/quotas")).json()["items"] == json.loads(listed.output)
+
+
+def test_the_blocking_client_on_redis(redis_server: RedisServer, prefix: str,
+                                      store: Store) -> None:
+    with Client.connect_redis(redis_server.url, key_prefix=prefix) as client:
+        made = client.set_quota("team-s", running_sessions=1, over="queue")
+        assert (made.running_sessions, made.over, made.tokens_today) == (1, "queue", 0)
+        assert [q.namespace for q in client.quotas()] == ["team-s"]
+        assert client.quota("team-s").running_sessions == 1
+        with pytest.raises(ApiInvalidInput, match="running_sessions"):
+            client.set_quota("team-s", running_sessions=True)  # a bool is not a number here
+        client.delete_quota("team-s")
+        assert client.quotas() == []
+        with pytest.raises(NotFound):
+            client.delete_quota("team-s")
