@@ -200,6 +200,7 @@ async def test_openapi_and_docs(client: httpx.AsyncClient, app: FastAPI) -> None
         "/v1/queue": {"get"},
         "/v1/tokens": {"get", "post"}, "/v1/tokens/{token_id}": {"delete"},
         "/v1/audit": {"get"},
+        "/v1/quotas": {"get"}, "/v1/quotas/{namespace}": {"get", "put", "delete"},
         "/v1/schedules": {"get", "post"},
         "/v1/schedules/{name}": {"get", "patch", "delete"},
         "/v1/schedules/{name}/pause": {"post"}, "/v1/schedules/{name}/resume": {"post"},
