@@ -15,6 +15,7 @@ import strands_durable
 from strands_durable.api import schemas
 from strands_durable.api.app import create_app
 from strands_durable.api.errors import ERROR_CODES
+from strands_durable.api.schemas_quotas import QuotaSetRequest
 from strands_durable.errors import DurableError
 from strands_durable.settings import DurableSettings
 
@@ -56,7 +57,8 @@ def test_the_error_code_enum_lists_every_domain_error_code(openapi: dict[str, An
 @pytest.mark.parametrize("model", [schemas.SubmitRequest, schemas.ResumeRequest,
                                    schemas.SignalRequest, schemas.RequeueRequest,
                                    schemas.SubmitResponse, schemas.ActionResponse,
-                                   schemas.ForkResponse, schemas.ErrorResponse])
+                                   schemas.ForkResponse, schemas.ErrorResponse,
+                                   QuotaSetRequest])
 def test_examples_are_valid_documents_of_their_model(model: type[BaseModel]) -> None:
     examples = model.model_json_schema().get("examples")
     assert examples, f"{model.__name__} has no example"
