@@ -14,6 +14,12 @@ per step. Ours counts the steps in flight twice: from its own gauge
 (`durable_worker_running_steps` on its /metrics, sampled every SAMPLE_S) and exactly, from
 each step's `step_started` and `step_completed` events (to the millisecond); arq's job
 counts its jobs running in its process.
+
+`run_inflight(..., hold=DIR)` (the tests: a count, never a timing) holds every chain's first
+step in flight, on both sides, until all of them are at once, then lets them go: ours at
+a worker breakpoint (DURABLE_BREAKPOINT_DIR=DIR, worker/faults.py) and until its gauge has
+counted them too, arq's jobs on a Redis key, in place of hoping a long `delay_s` keeps
+the first ones running until the last ones start.
 """
 
 from __future__ import annotations
@@ -147,13 +153,33 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+async def _release_when_all_held(hold: Path, name: str, sessions: int,
+                                 samples: list[tuple[int, int]] | None, timeout_s: float,
+                                 procs: Any) -> None:
+    """Wait until `sessions` first steps have reached the breakpoint `name` in `hold` (and
+    the worker's gauge, when it serves one, has been sampled counting them all), then
+    remove it: every one of them goes on."""
+    from bench.throughput import _wait
+    from strands_durable.worker.faults import HITS_SUFFIX
+
+    hits = hold / (name + HITS_SUFFIX)
+
+    async def all_held() -> bool:
+        held = hits.read_text().count("\n") if hits.exists() else 0
+        counted = samples is None or max((r for r, _ in samples), default=0) >= sessions
+        return held >= sessions and counted
+
+    await _wait(all_held, timeout_s, f"{sessions} first steps held at once", procs, 0.05)
+    (hold / name).unlink()
+
+
 async def run_ours(redis_url: str, logdir: Path, *, sessions: int, steps: int, delay_s: float,
-                   concurrency: int | None, timeout_s: float, adaptive: bool = True
-                   ) -> InflightResult:
+                   concurrency: int | None, timeout_s: float, adaptive: bool = True,
+                   hold: Path | None = None) -> InflightResult:
     """One worker process with its defaults (and DURABLE_WORKER_CONCURRENCY=`concurrency`
     when given; adaptive concurrency off unless `adaptive`); a warm-up session, then
     `sessions` chains submitted at once and run to the end, every step checked to be
-    committed once."""
+    committed once; with `hold`, every chain's first step held until all are in flight."""
     import httpx
 
     from bench.integrity import CommittedTwice, check_once
@@ -162,9 +188,11 @@ async def run_ours(redis_url: str, logdir: Path, *, sessions: int, steps: int, d
     from bench.specs import chain_spec
     from bench.throughput import WORKER_START_TIMEOUT_S, BenchError, _wait, fresh_prefix
     from strands_durable.models import SessionStatus
+    from strands_durable.patterns.chain import step_key
     from strands_durable.sessions.start import start_session
     from strands_durable.settings import DurableSettings
     from strands_durable.store.connect import open_store
+    from strands_durable.worker.faults import breakpoint_name
 
     prefix = fresh_prefix("inflight")
     port = free_port()
@@ -175,6 +203,8 @@ async def run_ours(redis_url: str, logdir: Path, *, sessions: int, steps: int, d
         env["DURABLE_WORKER_CONCURRENCY"] = str(concurrency)
     if not adaptive:
         env["DURABLE_WORKER_ADAPTIVE_CONCURRENCY"] = "false"
+    if hold is not None:
+        env["DURABLE_BREAKPOINT_DIR"] = str(hold)
     procs = Procs(logdir)
     loaded, warm = chain_spec(steps, delay_s), chain_spec(1)
     keys = store.keys
@@ -207,7 +237,8 @@ async def run_ours(redis_url: str, logdir: Path, *, sessions: int, steps: int, d
             # Its gauges, if it serves them (a port another process took first: it runs on
             # without /metrics, and the exact count below still holds).
             deadline = time.monotonic() + 10
-            while await _gauges(client, metrics_url) is None and time.monotonic() < deadline:
+            while (served := await _gauges(client, metrics_url)) is None \
+                    and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)  # what the warm-up left settles
             rss_idle, _ = proc_memory(pid)
@@ -223,9 +254,16 @@ async def run_ours(redis_url: str, logdir: Path, *, sessions: int, steps: int, d
                     await asyncio.sleep(SAMPLE_S)
 
             sampler = asyncio.create_task(sample())
+            held_at = breakpoint_name(loaded.spec.name, step_key(0))
+            if hold is not None:  # set after the warm-up, whose chain may share the name
+                hold.mkdir(parents=True, exist_ok=True)
+                (hold / held_at).touch()
             t0 = time.perf_counter()
             created = await asyncio.gather(*(start_session(store, loaded)
                                              for _ in range(sessions)))
+            if hold is not None:
+                await _release_when_all_held(hold, held_at, sessions,
+                                             samples if served else None, timeout_s, procs)
             # Polled every 50 ms (a 10-second run's end to 0.5%): the bench shares the
             # machine's cores with the worker and redis-server.
             await _wait(lambda: completed(sessions + 1), timeout_s,
@@ -283,6 +321,8 @@ async def inflight_step(ctx: dict[str, Any], lane: str, upto: int, prompt: str, 
     _arq_peak = max(_arq_peak, _arq_running)
     try:
         redis = ctx["redis"]
+        if upto == 0 and os.environ.get("BENCH_INFLIGHT_HOLD"):
+            await _held(redis)
         raw = await redis.lrange(lane, 0, upto - 1) if upto else []
         model, instructions = _arq_model()
         agent = Agent(model=model, system_prompt=instructions,
@@ -293,6 +333,14 @@ async def inflight_step(ctx: dict[str, Any], lane: str, upto: int, prompt: str, 
         return reply
     finally:
         _arq_running -= 1
+
+
+async def _held(redis: Any) -> None:
+    """A first step held (BENCH_INFLIGHT_HOLD): counted, then running until the bench
+    lets every first step go."""
+    await redis.incr(f"{ARQ_QUEUE}:held")
+    while not await redis.exists(f"{ARQ_QUEUE}:release"):
+        await asyncio.sleep(0.02)
 
 
 async def _arq_startup(ctx: dict[str, Any]) -> None:
@@ -338,9 +386,10 @@ class ArqWorkerSettings:
 
 
 async def run_arq(port: int, logdir: Path, *, sessions: int, steps: int, delay_s: float,
-                  max_jobs: int, timeout_s: float) -> InflightResult:
+                  max_jobs: int, timeout_s: float, hold: bool = False) -> InflightResult:
     """One burst-mode arq worker; one `inflight_step` job per step of every chain, all
-    enqueued first (untimed); timed from the release of its start barrier to its end."""
+    enqueued first (untimed); timed from the release of its start barrier to its end;
+    with `hold`, every chain's first step held until all are running at once."""
     from arq import create_pool
     from arq.connections import RedisSettings
     from redis.asyncio import Redis
@@ -357,6 +406,8 @@ async def run_arq(port: int, logdir: Path, *, sessions: int, steps: int, delay_s
     env = clean_env(BENCH_ARQ_PORT=str(port), BENCH_ARQ_QUEUE=queue,
                     BENCH_ARQ_MAX_JOBS=str(max_jobs), BENCH_INFLIGHT_STEPS=str(steps),
                     BENCH_INFLIGHT_DELAY_S=str(delay_s))
+    if hold:
+        env["BENCH_INFLIGHT_HOLD"] = "1"
     jobs = sessions * steps
     try:
         lane = seed_lane(steps)
@@ -379,6 +430,13 @@ async def run_arq(port: int, logdir: Path, *, sessions: int, steps: int, delay_s
         idle = json.loads(await redis.get(f"{queue}:idle"))
         t0 = time.time()
         await redis.set(f"{queue}:go", "1")
+        if hold:
+            async def all_held() -> bool:
+                return int(await redis.get(f"{queue}:held") or 0) >= sessions
+
+            await _wait(all_held, timeout_s, f"arq: {sessions} first steps held at once", procs,
+                        0.02)
+            await redis.set(f"{queue}:release", "1")
         deadline = time.monotonic() + timeout_s
         while procs.procs[0].poll() is None:
             if time.monotonic() > deadline:
@@ -463,12 +521,16 @@ class InflightRow:
 
 async def run_inflight(redis_url: str, port: int, logdir: Path, *, sessions: int, steps: int,
                        delay_s: float, concurrency: int | None, max_jobs: int,
-                       timeout_s: float, arq: bool = True, adaptive: bool = True
-                       ) -> InflightRow:
+                       timeout_s: float, arq: bool = True, adaptive: bool = True,
+                       hold: Path | None = None) -> InflightRow:
+    """Ours, then arq; with `hold` (a directory for ours' breakpoints), every chain's
+    first step held on both until all are in flight at once (a count, not a timing)."""
     ours = await run_ours(redis_url, logdir, sessions=sessions, steps=steps, delay_s=delay_s,
-                          concurrency=concurrency, timeout_s=timeout_s, adaptive=adaptive)
+                          concurrency=concurrency, timeout_s=timeout_s, adaptive=adaptive,
+                          hold=hold)
     reference = (await run_arq(port, logdir, sessions=sessions, steps=steps, delay_s=delay_s,
-                               max_jobs=max_jobs, timeout_s=timeout_s) if arq else None)
+                               max_jobs=max_jobs, timeout_s=timeout_s, hold=hold is not None)
+                 if arq else None)
     setting = [f"DURABLE_WORKER_CONCURRENCY={concurrency}"] if concurrency else []
     setting += [] if adaptive else ["adaptive off"]
     return InflightRow(ours, reference, ", ".join(setting) or "worker defaults")
