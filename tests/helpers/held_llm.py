@@ -73,3 +73,72 @@ def held_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLL
         state.port = port
         allow_provider_host("openai", state.url("/v1"))
         yield state
+
+
+@dataclass
+class GatedLLM:
+    """Counts each request in and holds it, before any answer, until the test lets it go
+    (`release(n)`: the next n held go on); then streams a whole reply. `in_progress` is
+    the requests come and not yet answered, `peak` the most of them at once: a limit on
+    requests at once is met, or broken, while the test holds them."""
+
+    cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    closing: threading.Event = field(default_factory=threading.Event, repr=False)  # all go
+    accepted: int = 0
+    in_progress: int = 0
+    peak: int = 0
+    port: int = 0
+    _permits: int = 0
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def release(self, n: int = 1) -> None:
+        with self.cond:
+            self._permits += n
+            self.cond.notify_all()
+
+    def arrive(self) -> None:
+        with self.cond:
+            self.accepted += 1
+            self.in_progress += 1
+            self.peak = max(self.peak, self.in_progress)
+            while not self._permits and not self.closing.is_set():
+                self.cond.wait(timeout=0.05)
+            self._permits -= bool(self._permits)
+
+    def leave(self) -> None:
+        with self.cond:
+            self.in_progress -= 1
+
+
+@contextmanager
+def gated_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[GatedLLM]:
+    """The server, its URL allowed as an OpenAI host; every request let go when it stops."""
+    state = GatedLLM()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+            state.arrive()
+            usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    send_chunked(self, "text/event-stream", [
+                        chunk(model, {"role": "assistant", "content": ""}),
+                        chunk(model, {"content": "".join(FIRST + REST)}),
+                        chunk(model, {}, "stop"),
+                        f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n",
+                        "data: [DONE]\n\n"])
+            finally:
+                state.leave()
+
+    with serve_http(Handler, release=state.closing) as port:
+        state.port = port
+        allow_provider_host("openai", state.url("/v1"))
+        yield state

@@ -3,7 +3,8 @@ schema has none): checked at load (hostile values refused with the field named, 
 the CLI, 422 in the API), kept by the acquire script beside the fleet's limits on a real
 redis-server (the tighter of both holds: a spec lowers, never raises), and end to end a
 real `arq` worker keeps a spec's one-at-once limit against a local OpenAI-compatible
-server though the fleet declares nothing."""
+server though the fleet declares nothing: the server holds each request until the test lets
+it go, so exactly one is in progress while the other branches wait, never two."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from typing import Any
 import pytest
 from helpers import wait_for
 from helpers.api import asgi_client, make_app
+from helpers.held_llm import GatedLLM, gated_llm
 
-from bench.limited_llm import limited_llm
 from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.start import start_session
@@ -132,6 +133,8 @@ async def test_a_specs_requests_per_minute_are_its_own(store: Store) -> None:
     assert (await _take(store, "e1", DeclaredLimits(), None, "t")).granted
 
 
+BRANCHES = 4
+IN_FLIGHT = 1
 PARALLEL = """
 version: 0
 name: own-parallel
@@ -139,15 +142,51 @@ runtime:
   provider: openai
   model_id: gpt-own
   host: "{host}"
-  max_parallel: 4
-  capacity: {{in_flight: 1}}
+  max_parallel: {branches}
+  capacity: {{in_flight: {in_flight}}}
 agents: {{a: {{prompt: "You answer."}}}}
 pattern:
   type: parallel
   config:
     branches:
-{branches}
+{body}
 """
+
+
+async def capacity_view(store: Store, sid: str) -> tuple[set[str], set[str]]:
+    """The session's steps told to wait for capacity and not granted it since, and its
+    steps completed (from its events)."""
+    waiting: set[str] = set()
+    done: set[str] = set()
+    for _, event in await store.events(sid):
+        if event["type"] == "capacity_wait":
+            waiting.add(event["step"])
+        elif event["type"] == "capacity_granted":
+            waiting.discard(event["step"])
+        elif event["type"] == "step_completed":
+            done.add(event["step"])
+    return waiting - done, done
+
+
+async def one_request_at_a_time(store: Store, sid: str, server: GatedLLM) -> None:
+    """Each request held at the server until every other branch is accounted for (done,
+    or told to wait for capacity): then exactly one request is in progress, the rest
+    wait; let it go, and so on. A second request let through would be counted in
+    progress at the server while it is held, never missed."""
+    for n in range(BRANCHES):
+        async def settled(n: int = n) -> bool:
+            waiting, done = await capacity_view(store, sid)
+            at_server = server.in_progress
+            return (len(done) == n and server.accepted > n and at_server > 0
+                    and at_server + len(waiting) + len(done) == BRANCHES)
+
+        await wait_for(settled, timeout_s=60, what=f"request {n + 1} held, the rest waiting")
+        waiting, _ = await capacity_view(store, sid)
+        assert server.in_progress == IN_FLIGHT and server.peak == IN_FLIGHT, (
+            f"{server.in_progress} requests at once (the spec allows {IN_FLIGHT}); "
+            f"{len(waiting)} waiting")
+        assert server.accepted == n + 1 and len(waiting) == BRANCHES - n - 1
+        server.release(1)
 
 
 @pytest.mark.timeout(240)
@@ -156,14 +195,15 @@ async def test_a_worker_keeps_a_specs_one_at_once_limit(
         allow_provider_host: Callable[[str, str], None],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    branches = "\n".join(f"      - id: b{i}\n        steps: [{{agent: a, input: \"b{i}\"}}]"
-                         for i in range(4))
-    with limited_llm(per_second=1000, at_once=100, delay_s=0.3) as server:
-        allow_provider_host("openai", server.url())
+    body = "\n".join(f"      - id: b{i}\n        steps: [{{agent: a, input: \"b{i}\"}}]"
+                     for i in range(BRANCHES))
+    with gated_llm(allow_provider_host) as server:
         fleet = fleet_factory(worker_concurrency=16)
         fleet.start_worker()
-        spec = PARALLEL.format(host=server.url("/v1"), branches=branches)
+        spec = PARALLEL.format(host=server.url("/v1"), branches=BRANCHES, in_flight=IN_FLIGHT,
+                               body=body)
         sid, _ = await start_session(store, load_spec_text(spec, "p.yaml"))
+        await one_request_at_a_time(store, sid, server)
 
         async def ended() -> Any:
             record = await store.get_session(sid)
@@ -171,9 +211,9 @@ async def test_a_worker_keeps_a_specs_one_at_once_limit(
 
         record = await wait_for(ended, timeout_s=120, what="the session to end")
         assert record.status == SessionStatus.COMPLETED, record.error
-        assert server.accepted == 4 and server.peak_at_once == 1 and server.throttled == 0
+        assert server.accepted == BRANCHES and server.peak == IN_FLIGHT
         waits = [f for _, f in await store.events(sid) if f["type"] == "capacity_wait"]
-        assert waits and all("spec_in_flight" in f["detail"] for f in waits)
+        assert len(waits) == BRANCHES - 1 and all("spec_in_flight" in f["detail"] for f in waits)
         states = await asyncio.to_thread(fleet.cli_json, "capacity")
         assert [s["in_flight"] for s in states] == [0]
         assert json.dumps(states).count("test-key") == 0  # no secret in the view
