@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from strands_durable.access import NAMESPACE_FORM, is_namespace
-from strands_durable.api.cli.output import err, out, print_error, print_json, set_json
+from strands_durable.api.cli.output import MODE, err, out, print_error, print_json, set_json
 from strands_durable.errors import (
     DurableError,
     IdempotencyConflict,
@@ -72,6 +72,10 @@ def root(version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=show_version,
         help="Print the version and exit.")] = False) -> None:
     """Durable Strands Agents workflows on Redis Streams."""
+    # Each command starts in text: `--json` (an eager option of the command, parsed after
+    # this) sets it again. A process that runs several commands (tests, an embedding
+    # program) otherwise printed JSON for every command after the first `--json`.
+    MODE.json = False
 
 T = TypeVar("T")
 __all__ = ["err", "out", "print_json"]  # re-exported for the command modules

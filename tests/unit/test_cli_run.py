@@ -151,3 +151,13 @@ def test_the_workers_table_names_a_few_running_steps_and_counts_the_rest() -> No
     many = [f"s{i}/step:0" for i in range(1000)]
     lines = running_text(many).splitlines()
     assert lines[:5] == many[:5] and lines[5] == "... and 995 more" and len(lines) == 6
+
+
+def test_a_json_command_leaves_the_next_command_in_text(tmp_path: Path) -> None:
+    # One process, two commands (an embedding program, or these tests): `--json` holds
+    # for its own command only.
+    spec = str(EXAMPLES / "chain-research.yaml")
+    assert run("validate", spec, "--json").output.lstrip().startswith("{")
+    result = run("run", spec, "--var", "topic=tides", "--ephemeral", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "completed in" in result.output and not result.output.lstrip().startswith("{")
