@@ -37,19 +37,36 @@ def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> str:
     return f"data: {json.dumps(body)}\n\n"
 
 
+class _OpenAIHandler(BaseHTTPRequestHandler):
+    """A chat completions endpoint's request: the model it names, nothing logged."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def requested_model(self) -> str:
+        model: str = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+        return model
+
+
+@contextmanager
+def _served(handler: type[BaseHTTPRequestHandler], release: threading.Event,
+            allow_provider_host: Callable[[str, str], None]) -> Iterator[int]:
+    """The server's port, its URL allowed as an OpenAI host; `release` set when it stops."""
+    with serve_http(handler, release=release) as port:
+        allow_provider_host("openai", f"http://127.0.0.1:{port}/v1")
+        yield port
+
+
 @contextmanager
 def held_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLLM]:
     """The server, its URL allowed as an OpenAI host; `go` is set when it stops."""
     state = HeldLLM()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(_OpenAIHandler):
         def do_POST(self) -> None:
-            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+            model = self.requested_model()
             state.requests += 1
             state.asked.set()
 
@@ -69,9 +86,8 @@ def held_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLL
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 send_chunked(self, "text/event-stream", body())
 
-    with serve_http(Handler, release=state.go) as port:
+    with _served(Handler, state.go, allow_provider_host) as port:
         state.port = port
-        allow_provider_host("openai", state.url("/v1"))
         yield state
 
 
@@ -117,14 +133,9 @@ def gated_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[Gated
     """The server, its URL allowed as an OpenAI host; every request let go when it stops."""
     state = GatedLLM()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(_OpenAIHandler):
         def do_POST(self) -> None:
-            model = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["model"]
+            model = self.requested_model()
             state.arrive()
             usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
             try:
@@ -138,7 +149,6 @@ def gated_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[Gated
             finally:
                 state.leave()
 
-    with serve_http(Handler, release=state.closing) as port:
+    with _served(Handler, state.closing, allow_provider_host) as port:
         state.port = port
-        allow_provider_host("openai", state.url("/v1"))
         yield state

@@ -276,9 +276,13 @@ def on_terminal(home: LocalHome, *args: str | Path, answer: bytes = b"",
         while pending and pending[0][0] in _plain(b"".join(chunks)):
             pending.pop(0)[1]()
     os.close(master)
-    if process.poll() is None:
-        process.kill()  # past the deadline: the wait below reports it
-    code = process.wait(timeout=RUN_TIMEOUT_S)
+    # Its terminal closed is not its exit: a loaded machine may take seconds more to end
+    # it (its local store's stop). Killed only past the deadline: the code says -9.
+    try:
+        code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        code = process.wait(timeout=RUN_TIMEOUT_S)
     return code, _plain(b"".join(chunks))
 
 
