@@ -37,7 +37,10 @@ def test_setuptools_resolves_the_same_version() -> None:
 
 def test_the_changelog_s_newest_entry_is_this_version() -> None:
     entries = re.findall(r"^## (\S+)", (REPO / "CHANGELOG.md").read_text(), re.MULTILINE)
-    assert entries[0] == __version__
+    # What main has that no release has yet sits above, under "Unreleased" (at most one).
+    releases = entries[1:] if entries[0] == "Unreleased" else entries
+    assert releases[0] == __version__
+    assert "Unreleased" not in releases
     assert len(entries) == len(set(entries))
 
 
