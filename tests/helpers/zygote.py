@@ -15,8 +15,9 @@ moment only.
 way. Everything else runs as before, and so do they when the call asks for what this does
 not model (a shell, preexec_fn, pass_fds, another user or group), when the environment
 differs from the suite's in a variable read at interpreter start (PYTHON*, but
-PYTHONUNBUFFERED, which is applied) or at import (the terminal's), or when another
-interpreter is named. DURABLE_TEST_ZYGOTE=0 turns it off (docs/testing.md).
+PYTHONUNBUFFERED, which is applied) or at import (the terminal's), when its output is a
+terminal, or when another interpreter is named. DURABLE_TEST_ZYGOTE=0 turns it off
+(docs/testing.md).
 
 The server half runs as `python tests/helpers/zygote.py SOCKET`: stdlib only here."""
 
@@ -336,6 +337,10 @@ class ZygotePopen(_POPEN):  # type: ignore[misc,type-arg]
                    "cwd": os.fspath(cwd) if cwd is not None else os.getcwd()}
         streams = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1,
                    errwrite if errwrite != -1 else 2]
+        # On a terminal: rich decides when its consoles are made (at import, in the
+        # zygote, under the suite's streams) whether output is interactive (a progress line).
+        if any(os.isatty(fd) for fd in streams[1:]):
+            return super()._execute_child(*everything)  # type: ignore[no-any-return]
         try:
             self.pid = ZYGOTE.spawn(request, streams)
         except (OSError, RuntimeError):
