@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from fastapi import FastAPI
 from helpers import RedisServer
-from helpers.api import TOKEN, asgi_client, error_of, make_app
+from helpers.api import TOKEN, asgi_client, create_tokens, error_of, make_app
 from helpers.cli import durable
 
 from strands_durable.access import NAMESPACE_HEADER, NamespaceQuota
@@ -123,15 +123,10 @@ async def test_hostile_namespaces_are_a_422_naming_it(client: httpx.AsyncClient,
 async def authed(settings: DurableSettings) -> AsyncIterator[tuple[FastAPI, dict[str, str]]]:
     app = make_app(settings, api_token=TOKEN)
     async with asgi_client(app, token=TOKEN) as admin:
-        tokens = {"env": TOKEN}
-        for name, role, namespaces in [
-                ("all_admin", "admin", ["*"]), ("all_read", "read", ["*"]),
-                ("all_operate", "operate", ["*"]), ("a_admin", "admin", ["team-a"]),
-                ("a_operate", "operate", ["team-a"]), ("a_read", "read", ["team-a"])]:
-            r = await admin.post("/v1/tokens", json={"role": role, "namespaces": namespaces,
-                                                     "name": name})
-            assert r.status_code == 201, r.text
-            tokens[name] = r.json()["token"]
+        tokens = {"env": TOKEN, **await create_tokens(admin, [
+            ("all_admin", "admin", ["*"]), ("all_read", "read", ["*"]),
+            ("all_operate", "operate", ["*"]), ("a_admin", "admin", ["team-a"]),
+            ("a_operate", "operate", ["team-a"]), ("a_read", "read", ["team-a"])])}
         for ns in ("team-a", "team-b"):
             assert (await admin.put(f"/v1/quotas/{ns}", json=QUOTA)).status_code == 200
         yield app, tokens

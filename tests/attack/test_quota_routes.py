@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from helpers.api import TOKEN, asgi_client, error_of, make_app
+from helpers.api import TOKEN, asgi_client, create_tokens, error_of, make_app
 
 from strands_durable.access import NAMESPACE_HEADER
 from strands_durable.settings import DurableSettings
@@ -36,13 +36,10 @@ async def redis_snapshot(store: Store) -> dict[str, Any]:
 async def tenants(settings: DurableSettings) -> AsyncIterator[tuple[FastAPI, dict[str, str]]]:
     app = make_app(settings, api_token=TOKEN)
     async with asgi_client(app, token=TOKEN) as admin:
-        tokens: dict[str, str] = {}
-        for name, role in [("a_read", "read"), ("a_operate", "operate"),
-                           ("a_admin", "admin")]:
-            r = await admin.post("/v1/tokens", json={"role": role, "namespaces": ["team-a"],
-                                                     "name": name})
-            assert r.status_code == 201, r.text
-            tokens[name] = r.json()["token"]
+        tokens = await create_tokens(admin, [
+            (name, role, ["team-a"])
+            for name, role in [("a_read", "read"), ("a_operate", "operate"),
+                               ("a_admin", "admin")]])
         for ns in ("team-a", "team-b"):
             assert (await admin.put(f"/v1/quotas/{ns}", json=QUOTA)).status_code == 200
         yield app, tokens

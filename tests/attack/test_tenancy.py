@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from helpers.api import TOKEN, asgi_client, chain_spec, error_of, make_app
+from helpers.api import TOKEN, asgi_client, chain_spec, create_tokens, error_of, make_app
 
 from strands_durable.access import NAMESPACE_HEADER
 from strands_durable.api.auth import MAX_FAILURES, REVOCATION_S
@@ -92,15 +92,10 @@ class Tenants:
 async def tenants(settings: DurableSettings, store: Store) -> AsyncIterator[Tenants]:
     app = make_app(settings, api_token=TOKEN)
     async with asgi_client(app, token=TOKEN) as admin:
-        tokens: dict[str, str] = {}
-        for name, role, namespaces in [
-                ("a_read", "read", ["team-a"]), ("a_submit", "submit", ["team-a"]),
-                ("a_operate", "operate", ["team-a"]), ("b_operate", "operate", ["team-b"]),
-                ("a_admin", "admin", ["team-a"]), ("all_operate", "operate", ["*"])]:
-            r = await admin.post("/v1/tokens", json={"role": role, "namespaces": namespaces,
-                                                     "name": name})
-            assert r.status_code == 201, r.text
-            tokens[name] = r.json()["token"]
+        tokens = await create_tokens(admin, [
+            ("a_read", "read", ["team-a"]), ("a_submit", "submit", ["team-a"]),
+            ("a_operate", "operate", ["team-a"]), ("b_operate", "operate", ["team-b"]),
+            ("a_admin", "admin", ["team-a"]), ("all_operate", "operate", ["*"])])
         t = Tenants(app, tokens, {})
         for namespace, token in (("team-a", "a_submit"), ("team-b", "b_operate")):
             async with t.client(token, namespace) as c:

@@ -121,6 +121,18 @@ async def uvicorn_server(app: FastAPI) -> AsyncIterator[str]:
         await asyncio.wait_for(task, timeout=15)
 
 
+async def create_tokens(admin: httpx.AsyncClient, tokens: list[tuple[str, str, list[str]]]
+                        ) -> dict[str, str]:
+    """Each (name, role, namespaces) made a token through POST /v1/tokens: name -> secret."""
+    made: dict[str, str] = {}
+    for name, role, namespaces in tokens:
+        r = await admin.post("/v1/tokens", json={"role": role, "namespaces": namespaces,
+                                                 "name": name})
+        assert r.status_code == 201, r.text
+        made[name] = r.json()["token"]
+    return made
+
+
 async def session_status_is(client: httpx.AsyncClient, sid: str, *statuses: str
                             ) -> dict[str, Any] | None:
     r = await client.get(f"/v1/sessions/{sid}")
