@@ -37,6 +37,14 @@ def chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> str:
     return f"data: {json.dumps(body)}\n\n"
 
 
+def ending(model: str) -> list[str]:
+    """A stream's last events on OpenAI's wire: the stop, the usage, [DONE]."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    return [chunk(model, {}, "stop"),
+            f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n",
+            "data: [DONE]\n\n"]
+
+
 class _OpenAIHandler(BaseHTTPRequestHandler):
     """A chat completions endpoint's request: the model it names, nothing logged."""
 
@@ -77,10 +85,7 @@ def held_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[HeldLL
                 state.go.wait(timeout=120)
                 for part in REST:
                     yield chunk(model, {"content": part})
-                yield chunk(model, {}, "stop")
-                usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
-                yield f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n"
-                yield "data: [DONE]\n\n"
+                yield from ending(model)
 
             # A killed worker's request finds nobody to answer.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -137,15 +142,12 @@ def gated_llm(allow_provider_host: Callable[[str, str], None]) -> Iterator[Gated
         def do_POST(self) -> None:
             model = self.requested_model()
             state.arrive()
-            usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
             try:
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     send_chunked(self, "text/event-stream", [
                         chunk(model, {"role": "assistant", "content": ""}),
                         chunk(model, {"content": "".join(FIRST + REST)}),
-                        chunk(model, {}, "stop"),
-                        f"data: {json.dumps({'id': 'c1', 'choices': [], 'usage': usage})}\n\n",
-                        "data: [DONE]\n\n"])
+                        *ending(model)])
             finally:
                 state.leave()
 
