@@ -44,7 +44,8 @@ R = TypeVar("R")
 
 # How much lower the stage's processes run than the API's (os.nice: 0 to 19).
 RENDER_NICENESS = 10
-_pools: dict[int, ProcessPoolExecutor] = {}
+# By (workers, preload): a stage is given processes that imported what its work needs.
+_pools: dict[tuple[int, tuple[str, ...]], ProcessPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
@@ -148,21 +149,21 @@ def _prepare_process(api_pid: int, preload: tuple[str, ...]) -> None:
 # -- in the API's process ------------------------------------------------------------
 def _pool(workers: int, preload: tuple[str, ...]) -> ProcessPoolExecutor:
     with _pools_lock:
-        pool = _pools.get(workers)
+        pool = _pools.get((workers, preload))
         if pool is None:
             # spawn, not fork: the API's process has threads (and locks they may hold).
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_prepare_process,
                                        initargs=(os.getpid(), preload))
-            _pools[workers] = pool
+            _pools[(workers, preload)] = pool
         return pool
 
 
-def _discard(workers: int, pool: ProcessPoolExecutor) -> None:
+def _discard(workers: int, preload: tuple[str, ...], pool: ProcessPoolExecutor) -> None:
     """Forget a broken pool (a process of it died); the next request starts a new one."""
     with _pools_lock:
-        if _pools.get(workers) is pool:
-            del _pools[workers]
+        if _pools.get((workers, preload)) is pool:
+            del _pools[(workers, preload)]
     pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -196,7 +197,7 @@ class RenderStage:
         try:
             self._warming = [pool.submit(_ready) for _ in range(self.workers)]
         except BrokenProcessPool:  # a process of it died since: start a new one
-            _discard(self.workers, pool)
+            _discard(self.workers, self.preload, pool)
             self.start()
 
     async def warmed(self) -> None:
@@ -206,7 +207,7 @@ class RenderStage:
 
     def pids(self) -> list[int]:
         """The stage's process ids (for tests and operators)."""
-        pool = _pools.get(self.workers)
+        pool = _pools.get((self.workers, self.preload))
         processes = getattr(pool, "_processes", None) or {}
         return sorted(processes)
 
@@ -252,7 +253,7 @@ class RenderStage:
             self._taken -= 1
 
     def _lost(self, pool: ProcessPoolExecutor) -> Overloaded:
-        _discard(self.workers, pool)
+        _discard(self.workers, self.preload, pool)
         log.warning("a render process of the API died; a new one starts on the next submit")
         return Overloaded("the process loading this spec stopped (killed, or out of "
                           "memory); nothing was stored: try again", retry_after_s())
