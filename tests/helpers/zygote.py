@@ -332,15 +332,15 @@ class ZygotePopen(_POPEN):  # type: ignore[misc,type-arg]
                             (gid, gids, uid, process_group, umask if umask != -1 else None))
         if module is None:
             return super()._execute_child(*everything)  # type: ignore[no-any-return]
-        request = {"module": module, "args": list(args[3:]), "new_session":
-                   bool(start_new_session), "env": dict(os.environ if env is None else env),
-                   "cwd": os.fspath(cwd) if cwd is not None else os.getcwd()}
         streams = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1,
                    errwrite if errwrite != -1 else 2]
         # On a terminal: rich decides when its consoles are made (at import, in the
         # zygote, under the suite's streams) whether output is interactive (a progress line).
         if any(os.isatty(fd) for fd in streams[1:]):
             return super()._execute_child(*everything)  # type: ignore[no-any-return]
+        request = {"module": module, "args": list(args[3:]), "new_session":
+                   bool(start_new_session), "env": dict(os.environ if env is None else env),
+                   "cwd": os.fspath(cwd) if cwd is not None else os.getcwd()}
         try:
             self.pid = ZYGOTE.spawn(request, streams)
         except (OSError, RuntimeError):
