@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextvars import Token
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -36,7 +37,8 @@ from strands_durable.worker.compaction import (
 )
 from strands_durable.worker.faults import CrashPoints
 from strands_durable.worker.journal import JournaledModel, StepJournal
-from strands_durable.worker.live import LiveModel, LivePublisher, attempt_started
+from strands_durable.worker.live import LivePublisher, LiveTurns, attempt_started
+from strands_durable.worker.model_wrapper import WATCHING, TurnWatch
 from strands_durable.worker.providers import ModelConfig, build_model
 from strands_durable.worker.system_prompt import system_prompt
 from strands_durable.worker.tools.durable_tool import JournaledTool
@@ -117,11 +119,8 @@ class StepExecutor:
                              retryable=False)
         run = run or StepRun()
         config = model_config(spec, job.agent)
-        model: Model = self._limited(self._model(config), config, spec, job, run)
-        if self.live is not None:
-            replayed = sum(1 for name in run.journal if name.startswith("m"))
-            attempt_started(self.live, job, replayed, run.worker)
-            model = LiveModel(model, self.live, job, first_turn=replayed + 1)
+        provider_model = self._model(config)
+        model: Model = self._limited(provider_model, config, spec, job, run)
         tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
         journal = self._journal(job, run) if tools else None
         if journal is not None:
@@ -133,10 +132,16 @@ class StepExecutor:
                                                 self.settings.conversation_window,
                                                 run.conversation)
         prompt = system_prompt(spec, job.agent, job.system_prompt)
-        reply = await call_agent(model, system_prompt=prompt, history=history,
-                                 prompt=job.input,
-                                 timeout_s=self.settings.model_timeout_s or None, tools=tools,
-                                 before_attempt=journal.restart if journal else None)
+        watching = self._watch(provider_model, job, run)
+        try:
+            reply = await call_agent(model, system_prompt=prompt, history=history,
+                                     prompt=job.input,
+                                     timeout_s=self.settings.model_timeout_s or None,
+                                     tools=tools,
+                                     before_attempt=journal.restart if journal else None)
+        finally:
+            if watching is not None:
+                WATCHING.reset(watching)
         # Compacted after the call, as strands-cli's hook does, with the unjournaled
         # model: the journal's turns are the agent's alone (worker/compaction.py).
         compacted = await self._compact(spec, config, reply.messages,
@@ -151,6 +156,15 @@ class StepExecutor:
             duration_ms=(time.perf_counter() - started) * 1000,
             compaction=compacted.record if compacted else None,
         )
+
+    def _watch(self, model: Model, job: StepJob, run: StepRun) -> Token[TurnWatch | None] | None:
+        """The step's turns shown on its live stream as they stream (worker/live.py), the
+        turns its journal replays counted but not shown again."""
+        if self.live is None:
+            return None
+        replayed = sum(1 for name in run.journal if name.startswith("m"))
+        attempt_started(self.live, job, replayed, run.worker)
+        return WATCHING.set(LiveTurns(model, self.live, job, first_turn=replayed + 1))
 
     async def _compact(self, spec: Spec, config: ModelConfig, messages: list[dict[str, Any]],
                        where: str) -> Compacted | None:

@@ -1,5 +1,5 @@
 """Model output as it is written, for clients that follow a running step (issue 27):
-`LiveModel` watches a provider model's stream events and `LivePublisher` writes what it
+`LiveTurns` watches a provider model's stream events and `LivePublisher` writes what it
 saw to the session's live stream (store/live.py), batched every DURABLE_LIVE_FLUSH_MS.
 
 Never on the commit's path: publishing only appends to a bounded buffer, and a writer
@@ -8,6 +8,9 @@ failed write is logged and dropped. What a client reads is therefore a view, not
 record: the committed result is. Each entry names its step, attempt, agent and model
 turn; an `attempt` entry opens every run of a step and says how many model turns it
 replays from its journal (those are not streamed again as new text).
+
+`LiveTurns` is not a model wrapper: the step sets it as `WATCHING` for its model, whose
+stop check (worker/model_wrapper.py) hands it each event it reads anyway.
 
 Entry kinds and their fields (all strings):
 - `attempt`: step, attempt, agent, replayed (model turns taken from the journal), worker
@@ -24,19 +27,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
 from strands.models.model import Model
-from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
-from strands.types.tools import ToolSpec
 
 from strands_durable.models import StepJob
 from strands_durable.store.live import LiveBatch
 from strands_durable.store.store import Store
-from strands_durable.worker.model_wrapper import ModelWrapper
 
 log = logging.getLogger("durable.worker")
 
@@ -65,22 +63,22 @@ class LivePublisher:
     maxlen: int = 2_000
     ttl_s: int = 3_600
     dropped: int = 0
+    # One more at every flush: a text entry gathered before it is written already.
+    generation: int = 0
     _pending: dict[str, list[dict[str, str] | _Text]] = field(default_factory=dict)
     _count: int = 0
     _writer: asyncio.Task[None] | None = None
 
-    def text(self, session_id: str, where: dict[str, str], text: str) -> None:
-        """Buffer a text delta of the turn `where` (called per token: kept cheap)."""
-        entries = self._pending.get(session_id)
-        if entries:
-            last = entries[-1]
-            if isinstance(last, _Text) and last.where is where:
-                last.parts.append(text)
-                return
+    def text(self, session_id: str, where: dict[str, str], text: str) -> list[str] | None:
+        """Start a text entry of the turn `where` with its first delta. The turn adds its
+        next deltas to the list returned, until the next flush (`generation` changes);
+        None: dropped."""
         if self._count >= MAX_PENDING:
             self.dropped += 1  # Redis is slow or away: the view thins, the step goes on
-            return
-        self._add(session_id, _Text(where, int(time.time() * 1000), [text]))
+            return None
+        entry = _Text(where, int(time.time() * 1000), [text])
+        self._add(session_id, entry)
+        return entry.parts
 
     def publish(self, session_id: str, entry: dict[str, str]) -> None:
         """Buffer a marker entry (attempt, tool, turn_end); never waits, never dropped."""
@@ -103,6 +101,7 @@ class LivePublisher:
     async def flush(self) -> None:
         """Write what is buffered now (also at shutdown)."""
         pending, self._pending, self._count = self._pending, {}, 0
+        self.generation += 1
         batches = [LiveBatch(sid, [e.fields() if isinstance(e, _Text) else e for e in entries])
                    for sid, entries in pending.items()]
         try:
@@ -130,35 +129,57 @@ def attempt_started(publisher: LivePublisher, job: StepJob, replayed_turns: int,
                                        "replayed": str(replayed_turns), "worker": worker})
 
 
-class LiveModel(ModelWrapper):
-    """A provider model whose stream events are published as they pass, below the
-    journal: only turns asked of the provider now stream, not ones replayed."""
+class LiveTurn:
+    """One model turn as it streams: its text, tool calls and end, to the publisher."""
 
-    def __init__(self, inner: Model, publisher: LivePublisher, job: StepJob,
+    __slots__ = ("_generation", "_parts", "publisher", "session_id", "where")
+
+    def __init__(self, publisher: LivePublisher, session_id: str,
+                 where: dict[str, str]) -> None:
+        self.publisher = publisher
+        self.session_id = session_id
+        self.where = where  # the turn's fields; one object for the whole turn
+        self._parts: list[str] | None = None  # the text entry this turn adds to
+        self._generation = -1
+
+    def see(self, event: StreamEvent) -> None:  # per stream event: kept cheap
+        delta = event.get("contentBlockDelta")
+        if delta is not None:
+            text = delta["delta"].get("text")
+            if not text:
+                return
+            publisher = self.publisher
+            if self._parts is not None and self._generation == publisher.generation:
+                self._parts.append(text)  # the entry is not written yet: one entry a flush
+            else:
+                self._parts = publisher.text(self.session_id, self.where, text)
+                self._generation = publisher.generation
+        elif "contentBlockStart" in event:
+            tool = event["contentBlockStart"].get("start", {}).get("toolUse")
+            if tool:
+                self._publish({"kind": "tool", **self.where, "tool": str(tool.get("name", ""))})
+        elif "messageStop" in event:
+            stop = str(event["messageStop"].get("stopReason", ""))
+            self._publish({"kind": "turn_end", **self.where, "stop": stop})
+
+    def _publish(self, entry: dict[str, str]) -> None:
+        self._parts = None  # text after a marker is a new entry, after the marker
+        self.publisher.publish(self.session_id, entry)
+
+
+class LiveTurns:
+    """A running step's model turns, numbered after those its journal replays; handed
+    each stream event by the model itself (worker/model_wrapper.py `WATCHING`), below
+    the journal: only turns asked of the provider now stream."""
+
+    def __init__(self, model: Model, publisher: LivePublisher, job: StepJob,
                  first_turn: int) -> None:
-        super().__init__(inner)
+        self.model = model
         self.publisher = publisher
         self.session_id = job.session_id
         self.base = step_fields(job)
         self.turn = first_turn - 1
 
-    async def stream(self, messages: Messages, tool_specs: list[ToolSpec] | None = None,
-                     system_prompt: str | None = None,
-                     **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
+    def next_turn(self) -> LiveTurn:
         self.turn += 1
-        where = {**self.base, "turn": str(self.turn)}
-        publish, add_text, sid = self.publisher.publish, self.publisher.text, self.session_id
-        async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
-            delta = event.get("contentBlockDelta")
-            if delta is not None:
-                text = delta["delta"].get("text")
-                if text:
-                    add_text(sid, where, text)
-            elif "contentBlockStart" in event:
-                tool = event["contentBlockStart"].get("start", {}).get("toolUse")
-                if tool:
-                    publish(sid, {"kind": "tool", **where, "tool": str(tool.get("name", ""))})
-            elif "messageStop" in event:
-                stop = str(event["messageStop"].get("stopReason", ""))
-                publish(sid, {"kind": "turn_end", **where, "stop": stop})
-            yield event
+        return LiveTurn(self.publisher, self.session_id, {**self.base, "turn": str(self.turn)})

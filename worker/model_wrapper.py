@@ -12,12 +12,19 @@ empty reply that did end with its stop event is kept, as the provider sent it.
 Strands leaves the `messageStop` out when Anthropic's `message_stop` or Bedrock's
 `messageStop` is missing; where it makes one up instead (OpenAI's and llama.cpp's missing
 `finish_reason`, Gemini's `finishReason`, Ollama's `done`), the provider's module watches
-the wire for it (worker/providers/)."""
+the wire for it (worker/providers/).
+
+`StopChecked` also shows a running step's turns to its live stream (worker/live.py): the
+step sets `WATCHING` to a `TurnWatch` for its own model, and the loop that already reads
+every event hands each one over, instead of one more generator layer around the model
+(a streaming step's CPU, issue 27). Only turns asked of the provider reach it: the
+journal replays its turns above it."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any, TypeVar
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 from strands.models.model import Model
@@ -27,9 +34,26 @@ from strands.types.tools import ToolSpec
 
 from strands_durable.errors import ProviderStreamCutShort
 
-__all__ = ["ModelWrapper", "StopChecked"]
+__all__ = ["WATCHING", "ModelWrapper", "StopChecked", "TurnWatch"]
 
 T = TypeVar("T", bound=BaseModel)
+
+
+class TurnSeen(Protocol):
+    def see(self, event: StreamEvent) -> None: ...
+
+
+class TurnWatch(Protocol):
+    """Who watches the turns of one step's model (`model`), as they stream."""
+
+    model: Model
+
+    def next_turn(self) -> TurnSeen: ...
+
+
+# Per step (a context variable follows the step's task and the tasks it starts): a
+# compaction after the call, or another step's model, is not watched.
+WATCHING: ContextVar[TurnWatch | None] = ContextVar("durable_turn_watch", default=None)
 
 
 class ModelWrapper(Model):
@@ -65,10 +89,19 @@ class StopChecked(ModelWrapper):
                      system_prompt: str | None = None,
                      **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
         stopped = False
+        watch = WATCHING.get()
+        if watch is not None and watch.model is not self:
+            watch = None
+        turn: TurnSeen | None = None
         try:
             async for event in self.inner.stream(messages, tool_specs, system_prompt,
                                                  **kwargs):
                 stopped = stopped or "messageStop" in event
+                if watch is not None:
+                    # Numbered at its first event: a request refused before any (a
+                    # throttle the capacity wrapper asks again) is no turn.
+                    turn = turn or watch.next_turn()
+                    turn.see(event)
                 yield event
         except Exception as exc:
             # A provider class that files every error it does not know under one of its

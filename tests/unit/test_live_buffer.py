@@ -14,7 +14,7 @@ from strands_durable.api.watch import token_text
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.store.live import LiveBatch
 from strands_durable.worker import live
-from strands_durable.worker.live import LivePublisher
+from strands_durable.worker.live import LivePublisher, LiveTurn
 
 
 class Sink:
@@ -32,20 +32,30 @@ class Sink:
 
 
 def turn(n: int, step: str = "step:0", attempt: str = "1") -> dict[str, str]:
-    """A model turn's fields: LiveModel passes the same object for all of one turn."""
+    """A model turn's fields: one object for all of one turn."""
     return {"step": step, "attempt": attempt, "agent": "a", "turn": str(n)}
+
+
+def words(seen: LiveTurn, *texts: str) -> None:
+    for text in texts:
+        seen.see({"contentBlockDelta": {"delta": {"text": text}}})
+
+
+def stop(seen: LiveTurn) -> None:
+    seen.see({"messageStop": {"stopReason": "end_turn"}})
 
 
 async def test_text_of_one_turn_is_one_entry_per_flush() -> None:
     sink = Sink()
     publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
-    first, second, other, again = turn(1), turn(2), turn(1), turn(1, attempt="2")
-    for word in ("one ", "two ", "three"):
-        publisher.text("s1", first, word)
-    publisher.publish("s1", {"kind": "turn_end", **first, "stop": "end_turn"})
-    publisher.text("s1", second, "four")
-    publisher.text("s2", other, "other")
-    publisher.text("s1", again, "again")
+    first, second = LiveTurn(publisher, "s1", turn(1)), LiveTurn(publisher, "s1", turn(2))
+    other = LiveTurn(publisher, "s2", turn(1))
+    again = LiveTurn(publisher, "s1", turn(1, attempt="2"))
+    words(first, "one ", "two ", "three")
+    stop(first)
+    words(second, "four")
+    words(other, "other")
+    words(again, "again")
     await publisher.close()
     by_session = {b.session_id: [dict(e) for e in b.entries] for b in sink.batches}
     assert [(e["kind"], e.get("text", "")) for e in by_session["s1"]] == [
@@ -54,14 +64,30 @@ async def test_text_of_one_turn_is_one_entry_per_flush() -> None:
     assert by_session["s1"][0]["turn"] == "1" and int(by_session["s1"][0]["at_ms"]) > 0
 
 
+async def test_text_written_by_a_flush_is_not_added_to_again() -> None:
+    sink = Sink()
+    publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
+    seen = LiveTurn(publisher, "s1", turn(1))
+    words(seen, "before ", "the flush ")
+    await publisher.flush()
+    words(seen, "after ", "it")
+    seen.see({"contentBlockStart": {"start": {"toolUse": {"name": "lookup"}}}})
+    words(seen, "past the tool")
+    await publisher.close()
+    entries = [(e["kind"], e.get("text", e.get("tool", ""))) for b in sink.batches
+               for e in b.entries]
+    assert entries == [("text", "before the flush "), ("text", "after it"),
+                       ("tool", "lookup"), ("text", "past the tool")]
+
+
 async def test_a_full_buffer_drops_text_but_keeps_the_markers(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live, "MAX_PENDING", 2)
     sink = Sink()
     publisher = LivePublisher(sink, flush_s=60)  # type: ignore[arg-type]
-    publisher.text("s1", turn(1), "kept")
-    publisher.text("s2", turn(1), "kept too")
-    publisher.text("s3", turn(1), "dropped")
+    words(LiveTurn(publisher, "s1", turn(1)), "kept")
+    words(LiveTurn(publisher, "s2", turn(1)), "kept too")
+    words(LiveTurn(publisher, "s3", turn(1)), "dropped")
     publisher.publish("s3", {"kind": "attempt", "step": "step:0", "attempt": "1",
                              "agent": "a", "replayed": "0", "worker": "w1"})
     await publisher.close()
@@ -72,8 +98,8 @@ async def test_a_full_buffer_drops_text_but_keeps_the_markers(
 
 async def test_a_failed_write_is_dropped_not_raised(caplog: pytest.LogCaptureFixture) -> None:
     publisher = LivePublisher(Sink(fail=True), flush_s=60)  # type: ignore[arg-type]
-    publisher.text("s1", turn(1), "lost")
-    publisher.text("s1", turn(2), "lost too")
+    words(LiveTurn(publisher, "s1", turn(1)), "lost")
+    words(LiveTurn(publisher, "s1", turn(2)), "lost too")
     await publisher.close()  # the step that published never sees the failure
     assert "live stream: 2 entries not written" in caplog.text
     assert "redis is away" in caplog.text
