@@ -2,8 +2,10 @@
 
 1. Worker CPU per step and commit latency with the live stream on vs off: an in-process
    worker runs one-step sessions whose `scripted` model writes a 100-word reply a word at
-   a time (100 stream events a step); the same sessions, the same model, the runs
-   alternating off/on so machine noise falls on both. What it depends on: the words per
+   a time (100 stream events a step); the same sessions, the same model. Each round runs
+   both, alternating which goes first, and the row is the median of the rounds' ratios:
+   on this shared 2-core machine one run's CPU per step swings 25-50% from the next, so
+   take many rounds (--rounds 21 --sessions 200). What it depends on: the words per
    reply (deltas to look at), the flush window (DURABLE_LIVE_FLUSH_MS: round trips), the
    concurrency (how many sessions share one flush).
 
@@ -13,7 +15,7 @@
    first word gathered into it) to the moment a client read the entry: it includes the
    flush window, the XADD, the API's XREAD and the HTTP hop. API CPU and RSS printed.
 
-    python -m bench.streaming [--sessions 200] [--rounds 3] [--clients 100]
+    python -m bench.streaming [--sessions 200] [--rounds 21] [--clients 100]
 """
 
 from __future__ import annotations
@@ -94,19 +96,27 @@ async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int
 
 
 async def cpu_row(sessions: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    """Each round runs both, in turn first (off-on, then on-off): the round's ratio
+    compares two runs a few seconds apart, which a shared machine's slow swings touch
+    alike. The row's ratio is the median of the rounds' ratios; the ratios of the
+    medians and of the fastest runs are printed beside it."""
     redis = start_redis()
     try:
         runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-        for _ in range(rounds):
-            for live in (False, True):
+        for n in range(rounds):
+            for live in ((False, True) if n % 2 == 0 else (True, False)):
                 runs[live].append(await one_run(redis.url, live, sessions, concurrency))
     finally:
         redis.stop()
-    off_cpu = statistics.median(c for c, _ in runs[False])
-    on_cpu = statistics.median(c for c, _ in runs[True])
+    off = [c for c, _ in runs[False]]
+    on = [c for c, _ in runs[True]]
+    ratios = [a / b for a, b in zip(on, off, strict=True)]
     return {"sessions": sessions, "rounds": rounds, "concurrency": concurrency,
-            "cpu_ms_per_step_off": round(off_cpu, 3), "cpu_ms_per_step_on": round(on_cpu, 3),
-            "cpu_ratio": round(on_cpu / off_cpu, 3),
+            "cpu_ms_per_step_off": round(statistics.median(off), 3),
+            "cpu_ms_per_step_on": round(statistics.median(on), 3),
+            "cpu_ratio": round(statistics.median(ratios), 3),
+            "cpu_ratio_of_medians": round(statistics.median(on) / statistics.median(off), 3),
+            "cpu_ratio_of_fastest": round(min(on) / min(off), 3),
             "commit_p50_ms_off": round(statistics.median(p for _, p in runs[False]), 3),
             "commit_p50_ms_on": round(statistics.median(p for _, p in runs[True]), 3),
             "runs": {"off": runs[False], "on": runs[True]}}
@@ -245,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--fanout-sessions", type=int, default=20)
@@ -263,11 +273,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"cpu": cpu, "fanout": fan}, indent=2))
         return 0
     if cpu is not None:
-            print(f"live stream, worker CPU: {cpu['cpu_ms_per_step_on']} ms/step on vs "
-              f"{cpu['cpu_ms_per_step_off']} off = {cpu['cpu_ratio']}x (target <= 1.05x); "
-              f"commit p50 {cpu['commit_p50_ms_on']} ms on vs {cpu['commit_p50_ms_off']} "
-              f"off ({cpu['sessions']} one-step sessions, 100 words a step, concurrency "
-              f"{cpu['concurrency']}, median of {cpu['rounds']} alternating runs)")
+        print(f"live stream, worker CPU: {cpu['cpu_ratio']}x on vs off, the median of "
+              f"{cpu['rounds']} rounds' ratios (target <= 1.05x; ratio of the medians "
+              f"{cpu['cpu_ratio_of_medians']}x, {cpu['cpu_ms_per_step_on']} vs "
+              f"{cpu['cpu_ms_per_step_off']} ms/step; of the fastest runs "
+              f"{cpu['cpu_ratio_of_fastest']}x); commit p50 {cpu['commit_p50_ms_on']} ms on "
+              f"vs {cpu['commit_p50_ms_off']} off ({cpu['sessions']} one-step sessions, 100 "
+              f"words a step, concurrency {cpu['concurrency']})")
     if fan is not None:
         print(f"live stream, fan-out: {fan['clients']} SSE clients on {fan['sessions']} "
               f"running sessions, one API process: delta-to-client p50 "
