@@ -168,7 +168,9 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
   end
   local sid, step = job['session_id'], job['key']
   local meta = sp.prefix .. sid
-  local status = redis.call('HGET', meta, 'status')
+  -- One read of the meta hash: its status, who committed last, then the wanted fields.
+  local read = redis.call('HMGET', meta, 'status', 'last_by', unpack(sp.wanted))
+  local status, last_by = read[1], read[2]
   if not status then return {id, raw, 'ungated'} end
   if redis.call('HEXISTS', meta .. sp.results, step) == 1 then
     ack(stream, group, id)
@@ -186,14 +188,14 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
   -- step_started, as the worker writes it for gate.lua (Event.to_fields).
   add_event(meta .. sp.events, sp.events_max, 'type', 'step_started', 'step', step,
     'attempt', tostring(job['attempt']), 'worker', consumer, 'at', sp.now, 'detail', '')
-  local values = redis.call('HMGET', meta, unpack(sp.wanted))
-  for i = 1, #values do if not values[i] then values[i] = '' end end
+  local values = {}
+  for i = 3, #read do values[i - 2] = read[i] or '' end
   local lane = job['lane']
   if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
   local conversation = meta .. sp.conversation .. tostring(lane)
   local order_len = redis.call('LLEN', meta .. sp.order)
   local tail = {}
-  if order_len > 0 and redis.call('HGET', meta, 'last_by') ~= consumer then
+  if order_len > 0 and last_by ~= consumer then
     local keys = redis.call('LRANGE', meta .. sp.order, -RESULTS_TAIL, -1)
     tail = redis.call('HMGET', meta .. sp.results, unpack(keys))
   end

@@ -78,8 +78,8 @@ if carried and not owns(stream_key, group, entry_id, consumer) then
   return {'stale', again}
 end
 -- `status` is tracked from here on: every change below is this script's own.
-local read = redis.call('HMGET', meta_key, 'status', 'version')
-local status, version = read[1], read[2]
+local read = redis.call('HMGET', meta_key, 'status', 'version', 'steps')
+local status, version, steps_done = read[1], read[2], tonumber(read[3]) or 0
 if not status then
   if carried then ack(stream_key, group, entry_id) end
   return {'gone'}
@@ -100,7 +100,6 @@ if tokens_out ~= 0 then redis.call('HINCRBY', meta_key, 'tokens_out', tokens_out
 if tokens_in + tokens_out ~= 0 then
   redis.call('HINCRBY', meta_key, 'tok:' .. agent, tokens_in + tokens_out)
 end
-redis.call('HINCRBY', meta_key, 'steps', 1)
 -- The journal of the step's turns served the run that commits now: drop it.
 if redis.call('SREM', journals_key, step) == 1 then redis.call('DEL', journal_key) end
 
@@ -156,15 +155,17 @@ if decided == 'paused' then
 end
 for _, job in ipairs(jobs) do enqueue(stream_key, job) end
 
--- last_by: who committed last (a take brings another worker the newest results).
+-- last_by: who committed last (a take brings another worker the newest results). The
+-- step count and the version as HINCRBY would leave them (read above, not changed since
+-- by this script): one write of the meta hash.
+local new_version = (tonumber(version) or 0) + 1
 redis.call('HSET', meta_key, 'state', state, 'waiting', waiting, 'updated_at', now_iso,
-  'last_by', consumer)
+  'last_by', consumer, 'steps', steps_done + 1, 'version', new_version)
 if not is_terminal(status) then
   for _, timer in ipairs(cjson.decode(timers)) do
     redis.call('ZADD', timers_key, timer[1], timer[2])
   end
 end
-local new_version = bump_version(meta_key)
 -- The checkpoint records its lane's length now (conversations only grow), so a fork
 -- from it can cut that conversation where it stood: `checkpoint` is a JSON object.
 if conversation_mode ~= 'none' then

@@ -349,13 +349,13 @@ async def reclaimed_steps(store: Store, sid: str) -> list[tuple[str, str]]:
 async def test_a_take_that_fails_in_the_script_never_fails_the_commit(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The commit is written before the take, and a script is not rolled back: a take
-    that errors (here an empty field list for HMGET, after XREADGROUP) takes nothing,
-    and the entry it read stays pending under the consumer, re-claimable."""
+    that errors (here a field name that is not a string for HMGET, after XREADGROUP)
+    takes nothing, and the entry it read stays pending under the consumer, re-claimable."""
     from strands_durable.store import step_path, streams
 
     sid, entry, job = await first_step(store)
     following = StepJob(session_id=sid, key="step:1", agent="a", input="next")
-    broken = dataclasses.replace(streams.take_spelling(store.keys, 0), wanted="[]")
+    broken = dataclasses.replace(streams.take_spelling(store.keys, 0), wanted='[{"not": "a name"}]')
     monkeypatch.setattr(step_path, "take_spelling", lambda keys, shard: broken)
     outcome = await commit_taking(store, commit_request(job, entry.entry_id, "c1",
                                                         next_jobs=(following,)))
