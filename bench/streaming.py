@@ -61,8 +61,11 @@ pattern: {{type: chain, config: {{steps: [{{agent: a, input: "go {{{{ n }}}}"}}]
 
 
 # -- row 1: CPU with the live stream on vs off ---------------------------------------
-async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int
-                  ) -> tuple[float, float]:
+WORD_DELAY_S = 0.0001  # between the words of a reply: steps overlap as they stream
+
+
+async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int,
+                  word_delay_s: float = WORD_DELAY_S) -> tuple[float, float]:
     """(worker CPU ms per step, commit p50 ms) of one run."""
     settings = DurableSettings(redis_url=redis_url, key_prefix=fresh_prefix("stream"),
                                live_stream=live, worker_concurrency=concurrency,
@@ -80,7 +83,7 @@ async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int
             commits.append((time.perf_counter() - started) * 1000)
 
     store.commit = timed  # type: ignore[method-assign]
-    text = spec_text(0.0001)
+    text = spec_text(word_delay_s)
     for n in range(sessions):
         await start_session(store, load_spec_text(text, "bench.yaml", {"n": str(n)}))
     consumer = StepConsumer(settings, store)

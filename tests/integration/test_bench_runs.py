@@ -10,6 +10,7 @@ import math
 import pytest
 from helpers import RedisServer, wait_for
 
+from bench.journal_cost import one_size
 from bench.latency import checked, create_sessions, run_latency
 from bench.resume import TAIL_STEPS, run_resume
 from bench.scale import run_scale
@@ -91,3 +92,16 @@ async def test_a_trimmed_event_stream_is_checked_on_what_it_kept(
     finally:
         await consumer.stop(grace_s=5)
         await store.redis.aclose()
+
+
+async def test_journal_cost_run_journals_and_commits_every_step_it_took(
+        redis_server: RedisServer) -> None:
+    row = await one_size(redis_server.url, steps=12, size=2000, concurrency=4)
+    assert row["steps"] == 12 and 1_900 < row["turn_bytes"] < 2_100
+    journal, commit = row["journal"], row["commit"]
+    # A script call a step (and the first few, sent at once, again after NOSCRIPT), and
+    # every journal write accepted (one_size fails on a refused one): one HSET each.
+    assert 1.0 <= journal["calls"]["evalsha"] <= 1.0 + 4 / 12 + 0.01
+    assert journal["calls"]["hset"] == 1.0
+    assert 1.0 <= commit["calls"]["evalsha"] <= 1.0 + 4 / 12 + 0.01
+    assert journal["worker_cpu_us"] > 0 and commit["worker_cpu_us"] > 0
