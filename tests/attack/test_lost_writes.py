@@ -103,5 +103,10 @@ async def test_a_step_run_from_a_lost_commit_runs_again_from_what_is_stored(
     by_key = {r.key: r for r in results}
     assert by_key["step:1"].committed_at != lost.committed_at
     assert by_key["step:2"].committed_at > by_key["step:1"].committed_at
-    assert "Redis lost commits this step was run from" in caplog.text
+    # The run of step:2 from the lost history was dropped, by whichever check met it
+    # first: its commit's (the history it read is not what is stored) or its lease's
+    # renewal (its entry, written after the snapshot, is gone), as the machine's load
+    # orders them. The committed_at order above is what fails if it had committed.
+    assert ("Redis lost commits this step was run from" in caplog.text
+            or "step step:2: lease lost to another worker; abandoning" in caplog.text)
     assert held == by_key
