@@ -52,11 +52,17 @@ SLOW_MODULES = {
     "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",
     "integration/test_noreplicas.py", "integration/test_run_out_dir.py",
     "integration/test_schedules_cli.py", "integration/test_sentinel.py",
+    # Deeper sweeps of what a fast-lane module covers more cheaply (each 4-8 s of CPU):
+    # every corpus spec's state at every step (the corpus itself: test_strands_cli_corpus),
+    # every route x role x namespace of the quota routes (the routes: test_http_quotas).
+    "unit/test_pattern_state_models.py", "attack/test_quota_routes.py",
 }
 # Single tests of that kind in modules that otherwise belong in the fast lane.
 SLOW_TESTS = {
     "integration/test_quotas.py::test_durable_quotas_set_list_delete",  # ~10 `durable` CLIs
     "integration/test_token_quota.py::test_hostile_values_are_refused_naming_the_field",  # 11
+    # A 5,000-step chain spec loaded and planned: the bench's sizes, 3 s of CPU.
+    "unit/test_bench_measures.py::test_a_long_bench_chain_loads_past_the_default_spec_limits",
 }
 
 
