@@ -99,9 +99,9 @@ async def test_journal_cost_run_journals_and_commits_every_step_it_took(
     row = await one_size(redis_server.url, steps=12, size=2000, concurrency=4)
     assert row["steps"] == 12 and 1_900 < row["turn_bytes"] < 2_100
     journal, commit = row["journal"], row["commit"]
-    # A script call a step (and the first few, sent at once, again after NOSCRIPT), and
-    # every journal write accepted (one_size fails on a refused one): one HSET each.
-    assert 1.0 <= journal["calls"]["evalsha"] <= 1.0 + 4 / 12 + 0.01
+    # Every journal write accepted (one_size fails on a refused one): one HSET of the
+    # turn each. (The calls kept are the eight busiest: a journal write runs fewer kinds,
+    # a commit more, tied, which is why the commit is checked by its count of commands.)
     assert journal["calls"]["hset"] == 1.0
-    assert 1.0 <= commit["calls"]["evalsha"] <= 1.0 + 4 / 12 + 0.01
+    assert commit["commands"] >= 10  # its script and what it ran: result, events, ack ...
     assert journal["worker_cpu_us"] > 0 and commit["worker_cpu_us"] > 0
