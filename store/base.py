@@ -22,6 +22,9 @@ class StoreBase:
         self.heartbeat_s = heartbeat_s  # workers' heartbeat period: who counts as alive
         self.scripts = Scripts.register(redis)
         self._indexes: dict[int, IndexKeys] = {}
+        # The namespaces' dispatch weights other than 1, "ns=w ...", as every take sends
+        # them (read from the quotas by the worker: Store.refresh_fair_weights).
+        self.fair_weights = ""
 
     def _index(self, shard: int) -> IndexKeys:
         """The shard's status index keys (spelled once per shard: every commit sends them)."""

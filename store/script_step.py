@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from strands_durable.store.codec import as_str
 from strands_durable.store.records import ClaimedEntries, TakenEntry
-from strands_durable.store.script_gate import TakeSpelling, decode_taken, pairs
+from strands_durable.store.script_gate import FairArgs, TakeSpelling, decode_taken, pairs
 from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdict
 
 
@@ -23,6 +23,7 @@ class CreateKeys:
     held: str
     timers: str
     spec_index: str  # `run --auto-resume` finds the latest session of a spec here
+    fair_on: str  # namespaces other than default seen lately (Keys.fair + ':on')
     index: IndexKeys
 
 
@@ -91,6 +92,7 @@ class CommitArgs:
     answers_human: int  # 1: a human's answer, which resumes a session paused for it
     take: int  # new entries to take and gate after an 'ok' (the worker's free slots)
     spelling: TakeSpelling
+    fair: FairArgs
 
 
 # -- fail_step.lua ------------------------------------------------------------------

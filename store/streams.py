@@ -4,6 +4,7 @@ entries, idle ones to take over) and what `durable run` claims of its own sessio
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from strands_durable.store.records import (
     StreamEntry,
     TakenEntry,
 )
-from strands_durable.store.script_gate import TakeArgs, TakeKeys, TakeSpelling
+from strands_durable.store.script_gate import FairArgs, TakeArgs, TakeKeys, TakeSpelling
 from strands_durable.store.script_step import ClaimSessionArgs, StreamKeys
 
 _WANTED = json.dumps(list(GATE_FIELDS))
@@ -34,8 +35,14 @@ def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
         if len(_SPELLINGS) > 4096:  # many stores in one process (tests): stay bounded
             _SPELLINGS.clear()
         spelling = _SPELLINGS[prefix] = TakeSpelling(
-            session_prefix=prefix, **keys.session_suffixes(), wanted=_WANTED, page=PAGE)
+            session_prefix=prefix, **keys.session_suffixes(), wanted=_WANTED, page=PAGE,
+            fair_prefix=keys.fair(shard))
     return spelling
+
+
+def fair_args(weights: str) -> FairArgs:
+    """A take's FairArgs now: the clock and the namespaces' weights (StoreBase)."""
+    return FairArgs(now_ms=int(time.time() * 1000), weights=weights)
 
 
 class StreamReads(StoreBase):
@@ -59,7 +66,8 @@ class StreamReads(StoreBase):
             args=TakeArgs(group=CONSUMER_GROUP, consumer=consumer, count=count,
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),
-                          spelling=take_spelling(self.keys, shard)))
+                          spelling=take_spelling(self.keys, shard),
+                          fair=fair_args(self.fair_weights)))
         # An entry sent by id whose stream entry is gone comes back without fields:
         # those the caller read are kept.
         known = dict(read)

@@ -1,0 +1,113 @@
+"""Fair dispatch between namespaces (take.lua and commit.lua's take, _lib.lua's fair
+take) on a real Redis: a backlog of one namespace does not hold another's steps back,
+weights share the takes, and every step is still taken once, nothing lost."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import pytest
+
+from strands_durable.models import StepJob, now_iso
+from strands_durable.store.keys import CONSUMER_GROUP
+from strands_durable.store.store import Store
+from tests.integration.test_store import commit_request, new_session
+
+pytestmark = pytest.mark.integration
+
+SCAN = 128  # _lib.lua FAIR_SCAN: new entries one take looks at
+
+
+async def submit(store: Store, namespace: str, n: int) -> list[str]:
+    new = dataclasses.replace(new_session(), namespace=namespace)
+    return [(await store.create_session(new))[0] for _ in range(n)]
+
+
+async def take_one(store: Store, consumer: str = "c1") -> list[tuple[str, str]]:
+    """One take of one slot, its runnable entries acked at once (a step that ran):
+    [(session id, entry id)]."""
+    out = []
+    for entry in await store.take_new(0, consumer, 1, now_iso()):
+        if entry.gate is not None and entry.gate.verdict == "run":
+            out.append((entry.fields["sid"], entry.entry_id))
+            await store.ack(0, entry.entry_id)
+    return out
+
+
+async def deferred(store: Store) -> int:
+    names = await store.redis.zrange(f"{store.keys.fair(0)}:ready", 0, -1)
+    return sum([await store.redis.llen(store.keys.fair_queue(0, n)) for n in names])
+
+
+async def drain(store: Store, most: int, consumer: str = "c1") -> list[str]:
+    """Session ids taken, in order, one slot at a time (at most `most` takes), until
+    neither the stream nor a namespace's list holds a step."""
+    order: list[str] = []
+    for _ in range(most):
+        order += [sid for sid, _ in await take_one(store, consumer)]
+        if await deferred(store) == 0 and await store.redis.xlen(store.keys.stream(0)) == 0:
+            break
+    return order
+
+
+async def test_a_backlog_of_one_namespace_does_not_hold_another_back(store: Store) -> None:
+    a = await submit(store, "team-a", 300)
+    b = await submit(store, "team-b", 5)
+    first_b = None
+    order: list[str] = []
+    for n in range(1, 400):
+        order += [sid for sid, _ in await take_one(store)]
+        if first_b is None and set(order) & set(b):
+            first_b = n
+            break
+    # Without fairness B's first step is the 301st take; with it, B waits only for the
+    # takes that move A's 300 entries aside (SCAN a take), then goes first.
+    assert first_b is not None and first_b <= 300 // SCAN + 2
+    rest = await drain(store, 1000)
+    taken = order + rest
+    assert Counter(taken) == Counter(a + b)  # each step taken once: none lost, none twice
+    # Then B and A take turns (each has run about as many steps): B's are all done
+    # within ten takes, not behind A's 300.
+    assert set(taken[: len(order) + 10]) >= set(b)
+    assert await deferred(store) == 0
+    assert await store.redis.xlen(store.keys.stream(0)) == 0
+
+
+async def test_weights_share_the_takes(store: Store) -> None:
+    store.fair_weights = "team-a=3"
+    a = set(await submit(store, "team-a", 200))
+    await submit(store, "team-b", 200)
+    order = await drain(store, 80)
+    # Both waiting the whole time: A (weight 3) gets three takes for each of B's, once
+    # B's credit as a namespace back from quiet (FAIR_LAG) is used up.
+    late = order[-40:]
+    assert 27 <= sum(1 for sid in late if sid in a) <= 33
+
+
+async def test_the_default_namespace_alone_writes_nothing_of_fairness(store: Store) -> None:
+    sids = await submit(store, "default", 20)
+    assert sorted(await drain(store, 100)) == sorted(sids)
+    assert await store.redis.keys(f"{store.keys.fair(0)}*") == []
+
+
+async def test_a_commit_takes_fairly_and_a_dead_taker_loses_nothing(store: Store) -> None:
+    """A commit's take is fair like take.lua's; a consumer that took steps and died
+    holds only what it ran (pending, re-claimed as ever), never a deferred step."""
+    a = await submit(store, "team-a", SCAN + 10)
+    [first] = await store.take_new(0, "c1", 1, now_iso())
+    # The take looked at SCAN entries: one of A runs, the others wait on A's list.
+    assert first.fields["sid"] in a and await deferred(store) == SCAN - 1
+    b = await submit(store, "team-b", 1)
+    job = StepJob.from_json(first.fields["job"])
+    done = await store.commit(commit_request(job, first.entry_id, "c1"), take_next=1)
+    assert done.verdict == "ok"
+    [taken] = [t for t in done.taken if t.gate is not None and t.gate.verdict == "run"]
+    assert taken.fields["sid"] == b[0]  # B's step first, not after A's 137
+    # c1 dies holding B's entry: it alone is pending, for a re-claim as ever; another
+    # consumer takes the rest of A, from the lists and the stream, each step once.
+    pending = await store.redis.xpending(store.keys.stream(0), CONSUMER_GROUP)
+    assert pending["pending"] == 1
+    order = await drain(store, 400, "c2")
+    assert Counter(order) == Counter([s for s in a if s != first.fields["sid"]])
+    assert await store.deliveries(0, taken.entry_id) == 1
