@@ -111,3 +111,20 @@ class FleetReads(StoreBase):
             pipe.zcount(k.timers(shard), "-inf", now_ms)
             length, dead, timers, due = await pipe.execute()
         return int(length), int(dead), int(timers), int(due)
+
+    async def deferred_steps(self, shard: int) -> int:
+        """Steps of `shard` waiting on their namespaces' lists (the fair take moved them
+        off the stream until their namespace's turn): part of its queue."""
+        return sum((await self.deferred_by_namespace(shard)).values())
+
+    async def deferred_by_namespace(self, shard: int) -> dict[str, int]:
+        """Namespace -> its steps of `shard` waiting on its list (none: absent)."""
+        names = [as_str(n) for n in
+                 await self.redis.zrange(f"{self.keys.fair(shard)}:ready", 0, -1)]
+        if not names:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.llen(self.keys.fair_queue(shard, name))
+            counts = await pipe.execute()
+        return {name: int(n) for name, n in zip(names, counts, strict=True) if int(n)}
