@@ -34,6 +34,14 @@ class QuotaOps(StoreBase):
         found = [_quota(raw) for raw in (await self.redis.hgetall(self.keys.quotas())).values()]
         return sorted((q for q in found if q is not None), key=lambda q: q.namespace)
 
+    async def refresh_fair_weights(self) -> str:
+        """Read the namespaces' weights (their quotas') into `fair_weights`, which every
+        take of this store sends (the fair take, _lib.lua); the worker calls it now and
+        then, so a weight set takes effect within seconds."""
+        self.fair_weights = " ".join(f"{q.namespace}={q.weight}" for q in await self.quotas()
+                                     if q.weight is not None and q.weight != 1)
+        return self.fair_weights
+
     async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int
                             ) -> bool:
         """Add `member` to the namespace's active set if it holds fewer than `limit`

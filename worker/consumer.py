@@ -371,6 +371,7 @@ class StepConsumer:
             }
             try:
                 await self.store.beat(self.name, json.dumps(beat))
+                await self.store.refresh_fair_weights()  # namespaces' weights: every take's
                 metrics.heartbeat()
             except asyncio.CancelledError:
                 raise

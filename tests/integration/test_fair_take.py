@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from strands_durable.access import NamespaceQuota
 from strands_durable.models import StepJob, now_iso
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
@@ -111,3 +112,11 @@ async def test_a_commit_takes_fairly_and_a_dead_taker_loses_nothing(store: Store
     order = await drain(store, 400, "c2")
     assert Counter(order) == Counter([s for s in a if s != first.fields["sid"]])
     assert await store.deliveries(0, taken.entry_id) == 1
+
+
+async def test_weights_come_from_the_namespaces_quotas(store: Store) -> None:
+    await store.set_quota(NamespaceQuota(namespace="team-a", weight=3))
+    await store.set_quota(NamespaceQuota(namespace="team-b", running_sessions=5, weight=1))
+    await store.set_quota(NamespaceQuota(namespace="team-c", running_sessions=5))
+    assert await store.refresh_fair_weights() == "team-a=3"
+    assert store.fair_weights == "team-a=3"  # what every take of this store sends
