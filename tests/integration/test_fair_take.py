@@ -11,6 +11,7 @@ import pytest
 
 from strands_durable.access import NamespaceQuota
 from strands_durable.models import StepJob, now_iso
+from strands_durable.store.fleet import queue_stats
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
 from tests.integration.test_store import commit_request, new_session
@@ -120,3 +121,11 @@ async def test_weights_come_from_the_namespaces_quotas(store: Store) -> None:
     await store.set_quota(NamespaceQuota(namespace="team-c", running_sessions=5))
     assert await store.refresh_fair_weights() == "team-a=3"
     assert store.fair_weights == "team-a=3"  # what every take of this store sends
+
+
+async def test_the_queue_view_counts_the_deferred_steps(store: Store) -> None:
+    await submit(store, "team-a", 40)
+    await take_one(store)  # one runs, the others wait on team-a's list
+    assert await store.deferred_by_namespace(0) == {"team-a": 39}
+    stats = await queue_stats(store)
+    assert stats.total["deferred"] == 39 and stats.total["lag"] == 0
