@@ -25,6 +25,9 @@ class StoreBase:
         # The namespaces' dispatch weights other than 1, "ns=w ...", as every take sends
         # them (read from the quotas by the worker: Store.refresh_fair_weights).
         self.fair_weights = ""
+        # Shard -> whether its fairness state existed at the last timer poll (unknown:
+        # looked for): a fleet of one namespace's takes then skip even the look.
+        self.fair_look: dict[int, bool] = {}
 
     def _index(self, shard: int) -> IndexKeys:
         """The shard's status index keys (spelled once per shard: every commit sends them)."""

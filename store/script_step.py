@@ -202,6 +202,8 @@ class ReleaseArgs:
 class PromoteTimersKeys:
     timers: str
     stream: str
+    fair_on: str  # the shard's fair-dispatch keys (Keys.fair): whether takes must look
+    fair_ready: str
 
 
 @dataclass(frozen=True)
@@ -294,8 +296,10 @@ class StepScripts(ScriptLibrary):
         return int(await self._call("release", keys, args) or 0)
 
     async def promote_timers(self, *, keys: PromoteTimersKeys, args: PromoteTimersArgs
-                             ) -> int:
-        return int(await self._call("promote_timers", keys, args) or 0)
+                             ) -> tuple[int, bool]:
+        """(timers moved, whether the shard's takes must look for fairness state)."""
+        moved, fair = await self._call("promote_timers", keys, args)
+        return int(moved or 0), bool(fair)
 
     async def journal(self, *, keys: JournalKeys, args: JournalArgs) -> int:
         """1 if written, 0 if the entry is no longer this consumer's."""

@@ -160,7 +160,7 @@ class StepPath(StoreBase):
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
                 events_max=self.events_max, answers_human=int(req.answers_human),
                 take=take_next, spelling=take_spelling(k, shard),
-                fair=fair_args(self.fair_weights)),
+                fair=fair_args(self.fair_weights, self.fair_look.get(shard, True))),
         )
         if res.verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
@@ -232,10 +232,13 @@ class StepPath(StoreBase):
                              session_id: str | None = None) -> int:
         """Move due timers onto the stream: every session's, or `session_id`'s alone."""
         only = check_session_id(session_id) if session_id else ""
-        return await self.scripts.promote_timers(
+        fair = self.keys.fair(shard)
+        moved, self.fair_look[shard] = await self.scripts.promote_timers(
             keys=PromoteTimersKeys(timers=self.keys.timers(shard),
-                                   stream=self.keys.stream(shard)),
+                                   stream=self.keys.stream(shard), fair_on=f"{fair}:on",
+                                   fair_ready=f"{fair}:ready"),
             args=PromoteTimersArgs(now_ms=now_ms, limit=limit, only_session=only))
+        return moved
 
     async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
                               error: str, consumer: str) -> bool:

@@ -40,9 +40,10 @@ def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
     return spelling
 
 
-def fair_args(weights: str) -> FairArgs:
-    """A take's FairArgs now: the clock and the namespaces' weights (StoreBase)."""
-    return FairArgs(now_ms=int(time.time() * 1000), weights=weights)
+def fair_args(weights: str, look: bool) -> FairArgs:
+    """A take's FairArgs now: the clock, the namespaces' weights and whether to look for
+    the shard's fairness state (StoreBase)."""
+    return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=int(look))
 
 
 class StreamReads(StoreBase):
@@ -67,7 +68,8 @@ class StreamReads(StoreBase):
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),
                           spelling=take_spelling(self.keys, shard),
-                          fair=fair_args(self.fair_weights)))
+                          fair=fair_args(self.fair_weights,
+                                         self.fair_look.get(shard, True))))
         # An entry sent by id whose stream entry is gone comes back without fields:
         # those the caller read are kept.
         known = dict(read)

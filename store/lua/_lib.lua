@@ -210,7 +210,8 @@ end
 -- virtual time, 't:<ns>' a namespace's next start tag), ':on' (zset: namespaces other
 -- than `default` seen lately -> ms), ':ready' (zset: namespaces with deferred steps)
 -- and ':q:<ns>' (list: a namespace's deferred jobs, oldest first). With neither ':on'
--- nor ':ready' the take is the plain one: a fleet of one namespace pays one EXISTS.
+-- nor ':ready' the take is the plain one: a fleet of one namespace pays nothing a step
+-- (its workers' timer polls, promote_timers.lua, tell them not to look).
 -- Otherwise a take looks ahead at up to FAIR_SCAN new entries and runs those whose
 -- namespace is due (start-time fair queueing, weighted); the others leave the stream
 -- for their namespace's list in this same script (XACK + XDEL + RPUSH: never pending,
@@ -224,13 +225,16 @@ local function read_fair(at)
   -- FairArgs' fields in their order (tests/unit/test_script_contracts.py checks)
   local now_ms = ARGV[at]
   local weights = ARGV[at + 1]
+  local look = ARGV[at + 2]
   local w = {}
   for ns, n in string.gmatch(weights, '([%w%-]+)=(%d+)') do w[ns] = tonumber(n) end
-  return {now = tonumber(now_ms), weights = w}
+  return {now = tonumber(now_ms), weights = w, look = look ~= '0'}
 end
 
--- The shard's fairness state for one take; nil: the plain take.
+-- The shard's fairness state for one take; nil: the plain take. A worker whose last
+-- timer poll (promote_timers.lua) found no state does not look (`look` false).
 local function fair_open(sp, fa)
+  if not fa.look then return nil end
   local on, ready = sp.fair .. ':on', sp.fair .. ':ready'
   if redis.call('EXISTS', on, ready) == 0 then return nil end
   redis.call('ZREMRANGEBYSCORE', on, '-inf', fa.now - FAIR_WINDOW_MS)

@@ -58,7 +58,7 @@ local events_max = ARGV[25]
 local answers_human = ARGV[26]
 local take = ARGV[27]
 local spelling_at = 28  -- ARGV[28..37]: TakeSpelling's fields
-local fair_at = 38  -- ARGV[38..39]: FairArgs's fields
+local fair_at = 38  -- ARGV[38..40]: FairArgs's fields
 
 local carried = entry_id ~= ''
 if carried and not owns(stream_key, group, entry_id, consumer) then

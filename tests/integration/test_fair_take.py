@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from strands_durable.access import NamespaceQuota
-from strands_durable.models import StepJob, now_iso
+from strands_durable.models import StepJob, now_iso, now_ms
 from strands_durable.store.fleet import queue_stats
 from strands_durable.store.keys import CONSUMER_GROUP
 from strands_durable.store.store import Store
@@ -129,3 +129,26 @@ async def test_the_queue_view_counts_the_deferred_steps(store: Store) -> None:
     assert await store.deferred_by_namespace(0) == {"team-a": 39}
     stats = await queue_stats(store)
     assert stats.total["deferred"] == 39 and stats.total["lag"] == 0
+
+
+async def exists_calls(store: Store) -> int:
+    stats = await store.redis.info("commandstats")
+    return int(stats.get("cmdstat_exists", {}).get("calls", 0))
+
+
+async def test_a_fleet_of_one_namespace_pays_no_command_a_step(store: Store) -> None:
+    """The timer poll tells the worker the shard has no fairness state: its takes and
+    commits then run not one command more than before fair dispatch."""
+    await submit(store, "default", 5)
+    await store.promote_timers(0, now_ms())
+    assert store.fair_look == {0: False}
+    before = await exists_calls(store)
+    [entry] = await store.take_new(0, "c1", 1, now_iso())
+    job = StepJob.from_json(entry.fields["job"])
+    done = await store.commit(commit_request(job, entry.entry_id, "c1"), take_next=1)
+    assert done.verdict == "ok" and len(done.taken) == 1
+    assert await exists_calls(store) == before
+    # A namespace other than default turns the look on at the next poll.
+    await submit(store, "team-b", 1)
+    await store.promote_timers(0, now_ms())
+    assert store.fair_look == {0: True}
