@@ -40,10 +40,21 @@ def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
     return spelling
 
 
+_NOT_LOOKING: dict[str, FairArgs] = {}
+
+
 def fair_args(weights: str, look: bool) -> FairArgs:
     """A take's FairArgs now: the clock, the namespaces' weights and whether to look for
-    the shard's fairness state (StoreBase)."""
-    return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=int(look))
+    the shard's fairness state (StoreBase). Not looking, the clock is not read: one
+    made per weights serves every commit (the hot path of a single-namespace fleet)."""
+    if look:
+        return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=1)
+    args = _NOT_LOOKING.get(weights)
+    if args is None:
+        if len(_NOT_LOOKING) > 64:
+            _NOT_LOOKING.clear()
+        args = _NOT_LOOKING[weights] = FairArgs(now_ms=0, weights=weights, look=0)
+    return args
 
 
 class StreamReads(StoreBase):
