@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from strands_durable.access import (
     MAX_QUOTA_SESSIONS,
+    MAX_QUOTA_STEPS,
     MAX_QUOTA_TOKENS,
     MAX_WEIGHT,
     NamespaceQuota,
@@ -40,18 +41,23 @@ class QuotaSetRequest(BaseModel):
         default=None, ge=1, le=MAX_WEIGHT,
         description="The namespace's share of the workers' takes against other namespaces "
         "with steps waiting (fair dispatch); none: 1")
+    steps_in_flight: int | None = Field(
+        default=None, ge=1, le=MAX_QUOTA_STEPS,
+        description="The namespace's steps running at once; over it, its steps wait their "
+        "turn at dispatch (never failed); none: no limit")
 
     @model_validator(mode="after")
     def _some_limit(self) -> QuotaSetRequest:
         if self.running_sessions is None and self.tokens_per_day is None \
-                and self.weight is None:
-            raise ValueError("running_sessions, tokens_per_day, weight: give one or more")
+                and self.weight is None and self.steps_in_flight is None:
+            raise ValueError("running_sessions, tokens_per_day, weight, steps_in_flight: "
+                             "give one or more")
         return self
 
     def quota(self, namespace: str) -> NamespaceQuota:
         return NamespaceQuota(namespace=namespace, running_sessions=self.running_sessions,
                               tokens_per_day=self.tokens_per_day, over=self.over,
-                              weight=self.weight)
+                              weight=self.weight, steps_in_flight=self.steps_in_flight)
 
 
 class QuotaOut(BaseModel):
@@ -63,6 +69,8 @@ class QuotaOut(BaseModel):
     over: str = Field(description="refuse or queue")
     weight: int | None = Field(default=None, description="Its share of the workers' takes "
                                "(fair dispatch); none: 1")
+    steps_in_flight: int | None = Field(default=None, description="Its steps running at "
+                                        "once; none: no limit")
     tokens_today: int = Field(description="Model tokens the namespace's steps used today "
                               "(UTC), whether or not it has a quota of tokens")
 

@@ -35,11 +35,17 @@ class QuotaOps(StoreBase):
         return sorted((q for q in found if q is not None), key=lambda q: q.namespace)
 
     async def refresh_fair_weights(self) -> str:
-        """Read the namespaces' weights (their quotas') into `fair_weights`, which every
-        take of this store sends (the fair take, _lib.lua); the worker calls it now and
-        then, so a weight set takes effect within seconds."""
-        self.fair_weights = " ".join(f"{q.namespace}={q.weight}" for q in await self.quotas()
+        """Read the namespaces' weights and quotas of steps in flight (their quotas') into
+        `fair_weights` and `fair_limits`, which every take of this store sends (the fair
+        take, _lib.lua); the worker calls it with each heartbeat, so a change takes effect
+        within seconds. A quota of steps in flight is split between the shards (each
+        counts its own), rounded up."""
+        found = await self.quotas()
+        self.fair_weights = " ".join(f"{q.namespace}={q.weight}" for q in found
                                      if q.weight is not None and q.weight != 1)
+        shards = self.keys.shards
+        self.fair_limits = " ".join(f"{q.namespace}={-(-q.steps_in_flight // shards)}"
+                                    for q in found if q.steps_in_flight is not None)
         return self.fair_weights
 
     async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int

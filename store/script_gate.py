@@ -64,6 +64,7 @@ class FairArgs:
     now_ms: int  # when namespaces were seen (the fair state's window)
     weights: str  # "ns=weight ns=weight": the namespaces whose weight is not 1
     look: int  # 0: the shard had no fairness state at the worker's last timer poll
+    limits: str  # "ns=n ...": namespaces' quotas of steps in flight, this shard's part
 
 
 @dataclass(frozen=True)

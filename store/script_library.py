@@ -207,7 +207,8 @@ RESERVED = frozenset({
     "bump_version", "UUID", "read_spelling", "gate_entry", "take_new", "FAIR_SCAN",
     "FAIR_LAG", "FAIR_WINDOW_MS", "read_fair", "fair_open", "fair_tag", "fair_first",
     "fair_dispatched", "fair_close", "fair_entry", "fair_defer", "fair_place",
-    "last_delivered", "fair_refill", "takes_slot", "fair_take",
+    "last_delivered", "fair_refill", "takes_slot", "fair_take", "FAIR_PRUNE", "ns_numbers",
+    "fair_full", "fair_running",
 })
 
 

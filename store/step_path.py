@@ -160,7 +160,8 @@ class StepPath(StoreBase):
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
                 events_max=self.events_max, answers_human=int(req.answers_human),
                 take=take_next, spelling=take_spelling(k, shard),
-                fair=fair_args(self.fair_weights, self.fair_look.get(shard, True))),
+                fair=fair_args(self.fair_weights, self.fair_look.get(shard, True),
+                               self.fair_limits)),
         )
         if res.verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)

@@ -43,17 +43,20 @@ def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
 _NOT_LOOKING: dict[str, FairArgs] = {}
 
 
-def fair_args(weights: str, look: bool) -> FairArgs:
-    """A take's FairArgs now: the clock, the namespaces' weights and whether to look for
-    the shard's fairness state (StoreBase). Not looking, the clock is not read: one
-    made per weights serves every commit (the hot path of a single-namespace fleet)."""
-    if look:
-        return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=1)
+def fair_args(weights: str, look: bool, limits: str = "") -> FairArgs:
+    """A take's FairArgs now: the clock, the namespaces' weights, whether to look for
+    the shard's fairness state and the quotas of steps in flight (StoreBase; a quota
+    makes every take look). Not looking, the clock is not read: one made per weights
+    serves every commit (the hot path of a single-namespace fleet)."""
+    if look or limits:
+        return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=1,
+                        limits=limits)
     args = _NOT_LOOKING.get(weights)
     if args is None:
         if len(_NOT_LOOKING) > 64:
             _NOT_LOOKING.clear()
-        args = _NOT_LOOKING[weights] = FairArgs(now_ms=0, weights=weights, look=0)
+        args = _NOT_LOOKING[weights] = FairArgs(now_ms=0, weights=weights, look=0,
+                                                limits="")
     return args
 
 
@@ -79,8 +82,8 @@ class StreamReads(StoreBase):
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),
                           spelling=take_spelling(self.keys, shard),
-                          fair=fair_args(self.fair_weights,
-                                         self.fair_look.get(shard, True))))
+                          fair=fair_args(self.fair_weights, self.fair_look.get(shard, True),
+                                         self.fair_limits)))
         # An entry sent by id whose stream entry is gone comes back without fields:
         # those the caller read are kept.
         known = dict(read)

@@ -220,30 +220,75 @@ end
 local FAIR_SCAN = 128  -- new entries one take looks at, at most
 local FAIR_LAG = 64  -- a namespace back from quiet trails the virtual time this much
 local FAIR_WINDOW_MS = 600000  -- a namespace seen this recently keeps the shard fair
+local FAIR_PRUNE = 100  -- ids of a full namespace's running set checked per take
+-- A namespace with a quota of steps in flight keeps the ids of its running entries on
+-- the shard in '<fair>:run:<ns>' (a set): added as a take hands one out, removed by its
+-- commit; an id whose entry ended otherwise (failed, dead-lettered, gated away) is
+-- dropped once the set looks full and the entry is found pending no more. A namespace
+-- at its limit is not due: its steps wait on its list, never failed.
+
+local function ns_numbers(text)
+  local out = {}
+  for ns, n in string.gmatch(text, '([%w%-]+)=(%d+)') do out[ns] = tonumber(n) end
+  return out
+end
 
 local function read_fair(at)
   -- FairArgs' fields in their order (tests/unit/test_script_contracts.py checks)
   local now_ms = ARGV[at]
   local weights = ARGV[at + 1]
   local look = ARGV[at + 2]
-  local w = {}
-  for ns, n in string.gmatch(weights, '([%w%-]+)=(%d+)') do w[ns] = tonumber(n) end
-  return {now = tonumber(now_ms), weights = w, look = look ~= '0'}
+  local limits = ARGV[at + 3]
+  return {now = tonumber(now_ms), weights = ns_numbers(weights), look = look ~= '0',
+          limits = ns_numbers(limits)}
 end
 
 -- The shard's fairness state for one take; nil: the plain take. A worker whose last
 -- timer poll (promote_timers.lua) found no state does not look (`look` false).
-local function fair_open(sp, fa)
+local function fair_open(sp, fa, stream, group)
   if not fa.look then return nil end
   local on, ready = sp.fair .. ':on', sp.fair .. ':ready'
-  if redis.call('EXISTS', on, ready) == 0 then return nil end
+  local limited = next(fa.limits) ~= nil
+  if redis.call('EXISTS', on, ready) == 0 and not limited then return nil end
   redis.call('ZREMRANGEBYSCORE', on, '-inf', fa.now - FAIR_WINDOW_MS)
   local st = {key = sp.fair, on = on, ready_key = ready, ready = {}, tags = {}, seen = {},
-              weights = fa.weights, now = fa.now,
+              weights = fa.weights, now = fa.now, limits = fa.limits, running = {},
+              stream = stream, group = group,
               v = tonumber(redis.call('HGET', sp.fair, 'v') or '0')}
   for _, ns in ipairs(redis.call('ZRANGE', ready, 0, -1)) do st.ready[ns] = true end
-  if next(st.ready) == nil and redis.call('EXISTS', on) == 0 then return nil end
+  if next(st.ready) == nil and not limited and redis.call('EXISTS', on) == 0 then
+    return nil
+  end
   return st
+end
+
+-- Whether `ns` holds as many steps in flight on the shard as its quota allows.
+local function fair_full(st, ns)
+  local limit = st.limits[ns]
+  if not limit then return false end
+  local n = st.running[ns]
+  if n == nil then
+    local key = st.key .. ':run:' .. ns
+    n = redis.call('SCARD', key)
+    if n >= limit then
+      for _, id in ipairs(redis.call('SRANDMEMBER', key, FAIR_PRUNE)) do
+        if redis.call('XPENDING', st.stream, st.group, id, id, 1)[1] == nil then
+          redis.call('SREM', key, id)
+          n = n - 1
+        end
+      end
+    end
+    st.running[ns] = n
+  end
+  return n >= limit
+end
+
+-- A step of `ns` handed out (`id`) or, with `id` nil, planned (counted, not yet kept).
+local function fair_running(st, ns, id, delta)
+  if not st.limits[ns] then return end
+  fair_full(st, ns)  -- the count read first
+  st.running[ns] = st.running[ns] + delta
+  if id then redis.call('SADD', st.key .. ':run:' .. ns, id) end
 end
 
 -- A namespace's start tag: where its last step left it, but at most FAIR_LAG behind
@@ -257,12 +302,16 @@ local function fair_tag(st, ns)
   return math.max(t, st.v - FAIR_LAG)
 end
 
--- The waiting namespace that is due first, and its tag.
+-- The waiting namespace that is due first, and its tag (one at its quota of steps in
+-- flight is not due).
 local function fair_first(st)
   local best, best_tag = nil, nil
   for ns in pairs(st.ready) do
     local t = fair_tag(st, ns)
-    if best_tag == nil or t < best_tag or (t == best_tag and ns < best) then
+    if fair_full(st, ns) then
+      t = nil
+    end
+    if t ~= nil and (best_tag == nil or t < best_tag or (t == best_tag and ns < best)) then
       best, best_tag = ns, t
     end
   end
@@ -321,7 +370,7 @@ end
 -- 'run' or 'defer' for a job of `ns` with a slot free: a namespace with deferred steps
 -- defers the new ones behind them; one due after a waiting namespace waits too.
 local function fair_place(st, ns)
-  if st.ready[ns] then return 'defer' end
+  if st.ready[ns] or fair_full(st, ns) then return 'defer' end
   local first, first_tag = fair_first(st)
   if first ~= nil and fair_tag(st, ns) > first_tag then return 'defer' end
   return 'run'
@@ -376,14 +425,20 @@ local function fair_take(stream, group, consumer, count, sp, st, given)
     end
     planned = planned + 1
     fair_dispatched(st, ns)
-    return {'run'}
+    fair_running(st, ns, nil, 1)
+    return {'run', ns}
   end
   local function settle(id, raw, d)
     if d[1] == 'defer' then
       defer_ids[#defer_ids + 1] = id
       defer_jobs[#defer_jobs + 1] = {d[2], d[3]}
-    else
-      out[#out + 1] = gate_entry(stream, group, consumer, sp, id, raw)
+      return
+    end
+    local item = gate_entry(stream, group, consumer, sp, id, raw)
+    out[#out + 1] = item
+    if d[2] then  -- kept in its namespace's running set, or the planned count undone
+      if takes_slot(item) then fair_running(st, d[2], id, 0)
+      else fair_running(st, d[2], nil, -1) end
     end
   end
   for _, e in ipairs(given) do
@@ -423,6 +478,7 @@ local function fair_take(stream, group, consumer, count, sp, st, given)
       if takes_slot(item) then
         used = used + 1
         fair_dispatched(st, ns)
+        fair_running(st, ns, item[1], 1)
       end
     end
   end
@@ -434,7 +490,7 @@ end
 -- `count` entries nobody was handed yet, made pending under `consumer` and gated; the
 -- fair take (below) instead while namespaces other than `default` are about.
 local function take_new(stream, group, consumer, count, sp, fa, given)
-  local st = fair_open(sp, fa)
+  local st = fair_open(sp, fa, stream, group)
   if st then return fair_take(stream, group, consumer, count, sp, st, given) end
   local out = {}
   for _, e in ipairs(given) do

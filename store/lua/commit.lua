@@ -58,7 +58,7 @@ local events_max = ARGV[25]
 local answers_human = ARGV[26]
 local take = ARGV[27]
 local spelling_at = 28  -- ARGV[28..37]: TakeSpelling's fields
-local fair_at = 38  -- ARGV[38..40]: FairArgs's fields
+local fair_at = 38  -- ARGV[38..41]: FairArgs's fields
 
 local carried = entry_id ~= ''
 if carried and not owns(stream_key, group, entry_id, consumer) then
@@ -183,7 +183,15 @@ end
 redis.call('RPUSH', checkpoints_key, checkpoint)
 add_events(events_key, events, events_max)
 touch_indexes(session_id, status, now)  -- updated_at is set with the state above
-if carried then ack(stream_key, group, entry_id) end
+if carried then
+  ack(stream_key, group, entry_id)
+  -- Its namespace's quota of steps in flight has this one back (_lib.lua fair_full).
+  local ns = namespace or 'default'
+  if read_fair(fair_at).limits[ns] then
+    local sp = read_spelling(spelling_at, now_iso, events_max)
+    redis.call('SREM', sp.fair .. ':run:' .. ns, entry_id)
+  end
+end
 -- The take never fails the commit above (written already: a script is not rolled
 -- back): an error there (a key of another session mid-migration, say) takes nothing,
 -- and an entry it read stays pending under this consumer, re-claimed once idle.

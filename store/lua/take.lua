@@ -21,7 +21,7 @@ local now_iso = ARGV[4]
 local events_max = ARGV[5]
 local ids = ARGV[6]
 local spelling_at = 7  -- ARGV[7..16]: TakeSpelling's fields
-local fair_at = 17  -- ARGV[17..19]: FairArgs's fields
+local fair_at = 17  -- ARGV[17..20]: FairArgs's fields
 
 local sp = read_spelling(spelling_at, now_iso, events_max)
 local out, given = {}, {}

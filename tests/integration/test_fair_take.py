@@ -152,3 +152,34 @@ async def test_a_fleet_of_one_namespace_pays_no_command_a_step(store: Store) -> 
     await submit(store, "team-b", 1)
     await store.promote_timers(0, now_ms())
     assert store.fair_look == {0: True}
+
+
+async def running_of(store: Store, namespace: str, entries: list) -> list[str]:
+    return [e.entry_id for e in entries if e.gate is not None and e.gate.verdict == "run"
+            and e.fields["sid"] in namespace]
+
+
+async def test_a_quota_of_steps_in_flight_holds_the_rest_back(store: Store) -> None:
+    """team-a may run 3 steps at once: a take of 10 slots hands out 3 of its 20 and
+    team-b's step; the 4th goes out only as one of the 3 commits, and a step that ended
+    without its commit (failed: acked elsewhere) gives its place back too."""
+    await store.set_quota(NamespaceQuota(namespace="team-a", steps_in_flight=3))
+    await store.refresh_fair_weights()
+    assert store.fair_limits == "team-a=3"
+    a = await submit(store, "team-a", 20)
+    b = await submit(store, "team-b", 1)
+    taken = await store.take_new(0, "c1", 10, now_iso())
+    mine = await running_of(store, a, taken)
+    assert len(mine) == 3 and await running_of(store, b, taken) != []
+    assert await store.take_new(0, "c1", 10, now_iso()) == []  # none due: none failed
+    assert await deferred(store) == 17
+    first = next(t for t in taken if t.entry_id == mine[0])
+    job = StepJob.from_json(first.fields["job"])
+    done = await store.commit(commit_request(job, first.entry_id, "c1"), take_next=1)
+    assert len(await running_of(store, a, list(done.taken))) == 1
+    # One of the running ones ends without a commit (acked as a failed step would be):
+    # its id is dropped once the set is found full, and the next step goes out.
+    await store.ack(0, mine[1])
+    assert len(await running_of(store, a, await store.take_new(0, "c1", 10, now_iso()))) == 1
+    assert await store.take_new(0, "c1", 10, now_iso()) == []
+    assert await deferred(store) == 15

@@ -75,17 +75,17 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_21_keys_and_40_args() -> None:
+def test_commit_contract_is_21_keys_and_41_args() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
     a = args(*range(len(dataclasses.fields(args)) - 2), TakeSpelling(*range(10)),
-             FairArgs(1, "", 1))
+             FairArgs(1, "", 1, ""))
     # 13 of the session and shard, `took` (a retried commit's take), the unwritten key
     # (the take never runs on a half-moved slot), the six indexes
     assert len(flat(k)) == 21 and flat(k)[-6:] == [f"i{n}" for n in range(6)]
-    # 26, then the take: count, TakeSpelling (10) and FairArgs (3)
-    assert len(flat(a)) == 40
+    # 26, then the take: count, TakeSpelling (10) and FairArgs (4)
+    assert len(flat(a)) == 41
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 

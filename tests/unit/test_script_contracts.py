@@ -139,7 +139,7 @@ def sample(contract: type) -> Any:
         elif "TakeSpelling" in hint:
             values.append(TakeSpelling(*"pqrstuvw", 9, "x"))
         elif "FairArgs" in hint:
-            values.append(FairArgs(7, "a=2", 1))
+            values.append(FairArgs(7, "a=2", 1, "b=3"))
         elif "tuple" in hint:
             values.append((f"{f.name}-1", f"{f.name}-2"))
         else:
@@ -163,6 +163,6 @@ def test_flat_sends_every_field_in_order(name: str) -> None:
 def test_flat_of_one_field_and_of_a_nested_contract() -> None:
     assert flat(script_step.StreamKeys("s")) == ["s"]
     args = TakeArgs("g", "c", 3, "now", 10, "1-0 2-0", TakeSpelling(*"abcdefg", "[]", 8, "f"),
-                    FairArgs(5, "a=2", 1))
+                    FairArgs(5, "a=2", 1, "b=3"))
     assert flat(args) == ["g", "c", 3, "now", 10, "1-0 2-0", *"abcdefg", "[]", 8, "f", 5, "a=2",
-                          1]
+                          1, "b=3"]
