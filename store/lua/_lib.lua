@@ -208,8 +208,9 @@ end
 -- Fair dispatch between namespaces (docs/tenants.md). A shard's state, all under
 -- sp.fair (TakeSpelling.fair_prefix, in the shard's slot): the hash itself ('v' the
 -- virtual time, 't:<ns>' a namespace's next start tag), ':on' (zset: namespaces other
--- than `default` seen lately -> ms), ':ready' (zset: namespaces with deferred steps)
--- and ':q:<ns>' (list: a namespace's deferred jobs, oldest first). With neither ':on'
+-- than `default` seen lately -> ms), ':ready' (zset: namespaces with deferred steps),
+-- ':q:<ns>' (list: a namespace's deferred jobs, oldest first) and ':waiting' (list: one
+-- item a deferred step, whatever its namespace: what KEDA's list trigger counts). With neither ':on'
 -- nor ':ready' the take is the plain one: a fleet of one namespace pays nothing a step
 -- (its workers' timer polls, promote_timers.lua, tell them not to look).
 -- Otherwise a take looks ahead at up to FAIR_SCAN new entries and runs those whose
@@ -359,10 +360,13 @@ end
 -- ack: a script stopped midway (out of memory) leaves a step twice, never lost.
 local function fair_defer(stream, group, st, ids, jobs)
   if #ids == 0 then return end
-  for _, nj in ipairs(jobs) do
+  local names = {}
+  for i, nj in ipairs(jobs) do
     redis.call('RPUSH', st.key .. ':q:' .. nj[1], nj[2])
     redis.call('ZADD', st.ready_key, 0, nj[1])
+    names[i] = nj[1]
   end
+  redis.call('RPUSH', st.key .. ':waiting', unpack(names))
   redis.call('XACK', stream, group, unpack(ids))
   redis.call('XDEL', stream, unpack(ids))
 end
@@ -393,6 +397,7 @@ local function fair_refill(stream, group, consumer, sp, st, ns)
   local job = redis.call('LINDEX', q, 0)
   if job then enqueue(stream, job) end  -- on the stream before it leaves the list
   redis.call('LPOP', q)
+  if job then redis.call('LPOP', st.key .. ':waiting') end
   if redis.call('LLEN', q) == 0 then
     st.ready[ns] = nil
     redis.call('ZREM', st.ready_key, ns)

@@ -38,8 +38,11 @@ async def take_one(store: Store, consumer: str = "c1") -> list[tuple[str, str]]:
 
 
 async def deferred(store: Store) -> int:
+    """Steps on the namespaces' lists; the waiting list (KEDA's) counts the same."""
     names = await store.redis.zrange(f"{store.keys.fair(0)}:ready", 0, -1)
-    return sum([await store.redis.llen(store.keys.fair_queue(0, n)) for n in names])
+    listed = sum([await store.redis.llen(store.keys.fair_queue(0, n)) for n in names])
+    assert await store.redis.llen(store.keys.fair_waiting(0)) == listed
+    return listed
 
 
 async def drain(store: Store, most: int, consumer: str = "c1") -> list[str]:
