@@ -22,7 +22,7 @@ from strands_durable.store.script_step import StreamKeys
 __all__ = ["PER_SHARD", "FleetReads", "SyncClient", "open_sync_client", "queue_fleet_reads",
            "read_fleet_sync"]
 
-PER_SHARD = 5 + len(SessionStatus)  # commands queue_fleet_reads queues per shard
+PER_SHARD = 6 + len(SessionStatus)  # commands queue_fleet_reads queues per shard
 
 
 def queue_fleet_reads(pipe: Any, keys: Keys, now_ms: int) -> None:
@@ -35,6 +35,7 @@ def queue_fleet_reads(pipe: Any, keys: Keys, now_ms: int) -> None:
         pipe.zcount(keys.timers(shard), "-inf", now_ms)
         pipe.zcard(keys.timers(shard))
         pipe.xlen(keys.dead(shard))
+        pipe.llen(keys.fair_waiting(shard))  # steps fair dispatch moved off the stream
         for status in SessionStatus:
             pipe.zcard(keys.index_status(shard, status))
     pipe.hvals(keys.workers())

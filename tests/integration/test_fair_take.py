@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from strands_durable.access import NamespaceQuota
+from strands_durable.metrics.fleet import FleetReader
 from strands_durable.models import StepJob, now_iso, now_ms
 from strands_durable.store.fleet import queue_stats
 from strands_durable.store.keys import CONSUMER_GROUP
@@ -132,6 +133,8 @@ async def test_the_queue_view_counts_the_deferred_steps(store: Store) -> None:
     assert await store.deferred_by_namespace(0) == {"team-a": 39}
     stats = await queue_stats(store)
     assert stats.total["deferred"] == 39 and stats.total["lag"] == 0
+    snap = await FleetReader(store.keys, heartbeat_s=5, max_age_s=0).read(store)
+    assert [(s.deferred, s.lag) for s in snap.shards] == [(39, 0)]  # durable_stream_deferred
 
 
 async def exists_calls(store: Store) -> int:
