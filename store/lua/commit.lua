@@ -183,11 +183,12 @@ end
 redis.call('RPUSH', checkpoints_key, checkpoint)
 add_events(events_key, events, events_max)
 touch_indexes(session_id, status, now)  -- updated_at is set with the state above
+local fa = read_fair(fair_at)
 if carried then
   ack(stream_key, group, entry_id)
   -- Its namespace's quota of steps in flight has this one back (_lib.lua fair_full).
   local ns = namespace or 'default'
-  if read_fair(fair_at).limits[ns] then
+  if fa.limits[ns] then
     local sp = read_spelling(spelling_at, now_iso, events_max)
     redis.call('SREM', sp.fair .. ':run:' .. ns, entry_id)
   end
@@ -199,7 +200,7 @@ local taken, want = {}, tonumber(take) or 0
 if want > 0 and carried then
   local took, got = pcall(function()
     return take_new(stream_key, group, consumer, want,
-                    read_spelling(spelling_at, now_iso, events_max), read_fair(fair_at), {})
+                    read_spelling(spelling_at, now_iso, events_max), fa, {})
   end)
   if took then taken = got end
   if #taken > 0 then  -- kept for a retry of this commit (above), as long as one can come
