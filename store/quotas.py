@@ -48,6 +48,14 @@ class QuotaOps(StoreBase):
                                     for q in found if q.steps_in_flight is not None)
         return self.fair_weights
 
+    def fair_weight(self, namespace: str) -> int:
+        """A namespace's weight as the last refresh read it (1 unless its quota says)."""
+        for pair in self.fair_weights.split():
+            name, _, weight = pair.partition("=")
+            if name == namespace:
+                return int(weight)
+        return 1
+
     async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int
                             ) -> bool:
         """Add `member` to the namespace's active set if it holds fewer than `limit`
