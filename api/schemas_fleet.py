@@ -60,11 +60,13 @@ class ShardOut(BaseModel):
     dead_letters: int
     timers: int = Field(description="Retry backoffs and HITL timeouts waiting.")
     timers_due: int = Field(description="Of which due now.")
+    deferred: int = Field(default=0, description="Steps waiting off the stream for their "
+                          "namespace's turn (fair dispatch).")
 
 
 class QueueOut(BaseModel):
     """The step streams, per shard and in total (`durable queue --json`)."""
 
     shards: list[ShardOut]
-    total: dict[str, int] = Field(description="length, lag, pending, dead_letters, timers "
-                                  "and timers_due summed over the shards.")
+    total: dict[str, int] = Field(description="length, lag, pending, dead_letters, timers, "
+                                  "timers_due and deferred summed over the shards.")

@@ -12,10 +12,11 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import fairness
 from bench.inflight import InflightRow, run_inflight
 from bench.latency import run_latency
 from bench.redis_server import start_redis
@@ -51,7 +52,8 @@ QUICK = Sizes(sessions=10, steps=20, latency_sessions=4, latency_steps=1000,
               low=(5, 15), high=(990, 1000), diag_sessions=2, scale=(100, 1000),
               scale_steps=(5, 2), resume_sessions=1, resume_committed=1000,
               inflight=(200, 2, 1.0))
-SKIPPABLE = "noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume,inflight,inflight-arq"
+SKIPPABLE = ("noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume,inflight,"
+             "inflight-arq,fairness")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -94,6 +96,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         rows = await throughput(args, sizes, skip, server.url, server.port, logdir)
         inflight = await many_in_flight(args, sizes, skip, server.url, server.port, logdir)
         runs = await in_process(args, sizes, skip, server.url)
+        fair = None
+        if "fairness" not in skip:
+            log("fair dispatch: namespace B's chains beside namespace A's backlog ...")
+            fair_args = fairness.parse_args(["--backlog", "1000" if args.quick else "5000"])
+            fair = (fair_args, await fairness.run_fairness(server.url, fair_args))
         ok = True
     finally:
         server.stop()
@@ -109,6 +116,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         for t in inflight.targets():
             print(f"{t['target']:<64} {t['value']:<26} {'PASS' if t['pass'] else 'MISS'}")
         data["inflight"] = inflight.to_dict()
+    if fair is not None:
+        print("\n" + "\n".join(fairness.table(*fair)))
+        data["fairness"] = [asdict(r) for r in fair[1]]
     return data
 
 

@@ -25,10 +25,12 @@ def quota_namespace(namespace: str) -> str:
     return namespace
 
 
-def quota_body(running_sessions: Any, tokens_per_day: Any, over: Any) -> dict[str, Any]:
-    """A PUT /v1/quotas/{namespace} body: the limits given (None: no limit) and `over`."""
+def quota_body(running_sessions: Any, tokens_per_day: Any, over: Any,
+               weight: Any = None, steps_in_flight: Any = None) -> dict[str, Any]:
+    """A PUT /v1/quotas/{namespace} body: the limits given (None: no limit), `over` and
+    the weight (None: 1)."""
     body = {"running_sessions": running_sessions, "tokens_per_day": tokens_per_day,
-            "over": over}
+            "over": over, "weight": weight, "steps_in_flight": steps_in_flight}
     return {key: value for key, value in body.items() if value is not None}
 
 
@@ -55,17 +57,21 @@ class AsyncQuotas:
         return await self._backend.quota(quota_namespace(namespace))
 
     async def set_quota(self, namespace: str, *, running_sessions: int | None = None,
-                        tokens_per_day: int | None = None, over: str = "refuse") -> QuotaOut:
+                        tokens_per_day: int | None = None, over: str = "refuse",
+                        weight: int | None = None, steps_in_flight: int | None = None
+                        ) -> QuotaOut:
         """Set a namespace's quota, replacing the one it had (an admin token over every
         namespace): sessions not yet ended, model tokens per UTC day, or both; `over`:
-        refuse (429) or queue. A bad value raises ApiInvalidInput (422) naming it.
+        refuse (429) or queue; `weight`: its share of the workers' takes (fair dispatch,
+        1 to 100); `steps_in_flight`: its steps running at once (over it they wait).
+        A bad value raises ApiInvalidInput (422) naming it.
 
         ```python
         await client.set_quota("team-a", running_sessions=50, tokens_per_day=2_000_000,
                                over="queue")
         ```"""
         return await self._backend.set_quota(quota_namespace(namespace), quota_body(
-            running_sessions, tokens_per_day, over))
+            running_sessions, tokens_per_day, over, weight, steps_in_flight))
 
     async def delete_quota(self, namespace: str) -> None:
         """Remove a namespace's quota (admin over every namespace); a NotFound without one.
@@ -89,11 +95,13 @@ class SyncQuotas:
         return self._thread.run(self._async.quota(namespace))
 
     def set_quota(self, namespace: str, *, running_sessions: int | None = None,
-                  tokens_per_day: int | None = None, over: str = "refuse") -> QuotaOut:
+                  tokens_per_day: int | None = None, over: str = "refuse",
+                  weight: int | None = None, steps_in_flight: int | None = None
+                  ) -> QuotaOut:
         """Set a namespace's quota (admin). `client.set_quota("team-a", running_sessions=50)`"""
         return self._thread.run(self._async.set_quota(
             namespace, running_sessions=running_sessions, tokens_per_day=tokens_per_day,
-            over=over))
+            over=over, weight=weight, steps_in_flight=steps_in_flight))
 
     def delete_quota(self, namespace: str) -> None:
         """Remove a namespace's quota (admin). `client.delete_quota("team-a")`"""

@@ -169,6 +169,8 @@ class AuditEntry(BaseModel):
 
 MAX_QUOTA_SESSIONS = 100_000
 MAX_QUOTA_TOKENS = 10**12  # model tokens per day
+MAX_WEIGHT = 100  # a namespace's share of the workers' takes (fair dispatch)
+MAX_QUOTA_STEPS = 100_000  # steps in flight at once
 QUEUED_FOR_QUOTA = "waiting for its namespace's quota of running sessions"
 
 
@@ -183,9 +185,17 @@ class NamespaceQuota(BaseModel):
     # Model tokens (input + output) of the namespace's steps per UTC day.
     tokens_per_day: int | None = Field(default=None, ge=1, le=MAX_QUOTA_TOKENS)
     over: str = Field(default="refuse", pattern="^(refuse|queue)$")
+    # Its share of the workers' takes against other namespaces with steps waiting (fair
+    # dispatch, store/lua/_lib.lua); None: 1.
+    weight: int | None = Field(default=None, ge=1, le=MAX_WEIGHT)
+    # Its steps running at once (taken by workers, not yet ended); over it, its steps
+    # wait their turn at the take (store/lua/_lib.lua), never failed.
+    steps_in_flight: int | None = Field(default=None, ge=1, le=MAX_QUOTA_STEPS)
 
     @model_validator(mode="after")
     def _some_limit(self) -> NamespaceQuota:
-        if self.running_sessions is None and self.tokens_per_day is None:
-            raise ValueError("a quota needs running_sessions or tokens_per_day")
+        if self.running_sessions is None and self.tokens_per_day is None \
+                and self.weight is None and self.steps_in_flight is None:
+            raise ValueError("a quota needs running_sessions, tokens_per_day, weight or "
+                             "steps_in_flight")
         return self

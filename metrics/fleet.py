@@ -40,6 +40,7 @@ class ShardSnapshot:
     timers_due: int = 0  # due timers not yet promoted
     timers: int = 0  # every timer, due or not
     dead: int = 0  # entries on the dead-letter stream
+    deferred: int = 0  # off the stream, waiting on their namespaces' lists (fair dispatch)
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,11 @@ def parse_fleet(replies: Sequence[Any], keys: Keys, now_ms: int,
     shards: list[ShardSnapshot] = []
     sessions = {s.value: 0 for s in SessionStatus}
     for shard in range(keys.shards):
-        groups, length, due, timers, dead, *counts = replies[shard * PER_SHARD:
-                                                              (shard + 1) * PER_SHARD]
+        groups, length, due, timers, dead, deferred, *counts = replies[
+            shard * PER_SHARD:(shard + 1) * PER_SHARD]
         pending, lag = _group_backlog(groups, _int(length))
-        shards.append(ShardSnapshot(shard, pending, lag, _int(due), _int(timers), _int(dead)))
+        shards.append(ShardSnapshot(shard, pending, lag, _int(due), _int(timers), _int(dead),
+                                    _int(deferred)))
         for status, count in zip(SessionStatus, counts, strict=True):
             sessions[status.value] += _int(count)
     beats = replies[keys.shards * PER_SHARD]
@@ -125,6 +127,8 @@ def fleet_families(snap: FleetSnapshot) -> Iterator[Metric]:
         ("durable_timers_scheduled", "Timers waiting, due or not", "timers"),
         ("durable_dead_letter_entries", "Entries on the dead-letter stream (see `durable "
          "requeue`)", "dead"),
+        ("durable_stream_deferred", "Steps off the stream waiting for their namespace's "
+         "turn (fair dispatch)", "deferred"),
     )
     for name, doc, attr in per_shard:
         family = GaugeMetricFamily(name, doc, labels=["shard"])

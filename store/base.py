@@ -22,6 +22,14 @@ class StoreBase:
         self.heartbeat_s = heartbeat_s  # workers' heartbeat period: who counts as alive
         self.scripts = Scripts.register(redis)
         self._indexes: dict[int, IndexKeys] = {}
+        # The namespaces' dispatch weights other than 1, "ns=w ...", as every take sends
+        # them (read from the quotas by the worker: Store.refresh_fair_weights).
+        self.fair_weights = ""
+        # Namespaces' quotas of steps in flight, each shard's part, "ns=n ..." (the same).
+        self.fair_limits = ""
+        # Shard -> whether its fairness state existed at the last timer poll (unknown:
+        # looked for): a fleet of one namespace's takes then skip even the look.
+        self.fair_look: dict[int, bool] = {}
 
     def _index(self, shard: int) -> IndexKeys:
         """The shard's status index keys (spelled once per shard: every commit sends them)."""

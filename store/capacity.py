@@ -163,10 +163,14 @@ class CapacityOps(StoreBase):
             args=ThrottledArgs(now_ms(), lease_id, backoff_ms, told_rpm, decrease, min_rpm))
         return throttled.rpm, throttled.in_flight_limit
 
-    async def capacity_priority(self, session_id: str) -> int | None:
-        """The priority a session was submitted with (None: the default)."""
-        value = await self.redis.hget(self.keys.meta(session_id), "priority")
-        return int(as_str(value)) if value is not None and as_str(value).isdigit() else None
+    async def capacity_share(self, session_id: str) -> tuple[int | None, str]:
+        """The priority a session was submitted with (None: the default) and its
+        namespace, whose weight multiplies its share of a busy key (fair dispatch)."""
+        value, namespace = await self.redis.hmget(self.keys.meta(session_id),
+                                                  ["priority", "namespace"])
+        priority = int(as_str(value)) if value is not None and as_str(value).isdigit() \
+            else None
+        return priority, as_str(namespace) if namespace is not None else "default"
 
     async def capacity_states(self) -> list[CapacityState]:
         """Every key the fleet has used, with its state now."""

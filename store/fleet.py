@@ -86,12 +86,13 @@ class ShardStats:
     dead_letters: int
     timers: int  # retry backoffs and HITL timeouts waiting on the timer set
     timers_due: int  # of which due now (a worker promotes them within timer_poll_ms)
+    deferred: int = 0  # off the stream, on their namespaces' lists (fair dispatch)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-TOTALED = ("length", "lag", "pending", "dead_letters", "timers", "timers_due")
+TOTALED = ("length", "lag", "pending", "dead_letters", "timers", "timers_due", "deferred")
 
 
 @dataclass(frozen=True)
@@ -189,5 +190,5 @@ async def queue_stats(store: Store) -> QueueStats:
             shard=shard, stream=k.stream(shard), length=length,
             lag=lag_of(group, length, pending), pending=pending,
             consumers=int(group["consumers"]) if group else 0, dead_letters=dead,
-            timers=timers, timers_due=due))
+            timers=timers, timers_due=due, deferred=await store.deferred_steps(shard)))
     return QueueStats(tuple(shards))

@@ -22,7 +22,7 @@ from strands_durable.store.script_step import StreamKeys
 __all__ = ["PER_SHARD", "FleetReads", "SyncClient", "open_sync_client", "queue_fleet_reads",
            "read_fleet_sync"]
 
-PER_SHARD = 5 + len(SessionStatus)  # commands queue_fleet_reads queues per shard
+PER_SHARD = 6 + len(SessionStatus)  # commands queue_fleet_reads queues per shard
 
 
 def queue_fleet_reads(pipe: Any, keys: Keys, now_ms: int) -> None:
@@ -35,6 +35,7 @@ def queue_fleet_reads(pipe: Any, keys: Keys, now_ms: int) -> None:
         pipe.zcount(keys.timers(shard), "-inf", now_ms)
         pipe.zcard(keys.timers(shard))
         pipe.xlen(keys.dead(shard))
+        pipe.llen(keys.fair_waiting(shard))  # steps fair dispatch moved off the stream
         for status in SessionStatus:
             pipe.zcard(keys.index_status(shard, status))
     pipe.hvals(keys.workers())
@@ -111,3 +112,20 @@ class FleetReads(StoreBase):
             pipe.zcount(k.timers(shard), "-inf", now_ms)
             length, dead, timers, due = await pipe.execute()
         return int(length), int(dead), int(timers), int(due)
+
+    async def deferred_steps(self, shard: int) -> int:
+        """Steps of `shard` waiting on their namespaces' lists (the fair take moved them
+        off the stream until their namespace's turn): part of its queue."""
+        return sum((await self.deferred_by_namespace(shard)).values())
+
+    async def deferred_by_namespace(self, shard: int) -> dict[str, int]:
+        """Namespace -> its steps of `shard` waiting on its list (none: absent)."""
+        names = [as_str(n) for n in
+                 await self.redis.zrange(f"{self.keys.fair(shard)}:ready", 0, -1)]
+        if not names:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.llen(self.keys.fair_queue(shard, name))
+            counts = await pipe.execute()
+        return {name: int(n) for name, n in zip(names, counts, strict=True) if int(n)}

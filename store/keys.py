@@ -152,6 +152,22 @@ class Keys:
         committed, a conversation as empty)."""
         return f"{self.tag(shard)}:unwritten"
 
+    def fair(self, shard: int) -> str:
+        """The shard's fair dispatch between namespaces (_lib.lua's fair take): a hash
+        (virtual time, each namespace's tag) and, after it, `:on` (zset: namespaces
+        other than default seen lately), `:ready` (zset: namespaces with deferred steps),
+        `:q:<namespace>` (list: its deferred jobs, oldest first), `:run:<namespace>`
+        (set: its running entries, with a quota of steps in flight) and `:waiting`."""
+        return f"{self.tag(shard)}:fair"
+
+    def fair_queue(self, shard: int, namespace: str) -> str:
+        return f"{self.fair(shard)}:q:{namespace}"
+
+    def fair_waiting(self, shard: int) -> str:
+        """One item per deferred step of the shard, whatever its namespace: the list
+        KEDA's `redis` trigger counts (helm/: the deferred steps are off the stream)."""
+        return f"{self.fair(shard)}:waiting"
+
     def beats(self, shard: int) -> str:
         """Liveness beats of the consumers reading the shard: consumer -> beat number
         (store/liveness.py), written by each one's beat thread, in the shard's slot so

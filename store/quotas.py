@@ -34,6 +34,28 @@ class QuotaOps(StoreBase):
         found = [_quota(raw) for raw in (await self.redis.hgetall(self.keys.quotas())).values()]
         return sorted((q for q in found if q is not None), key=lambda q: q.namespace)
 
+    async def refresh_fair_weights(self) -> str:
+        """Read the namespaces' weights and quotas of steps in flight (their quotas') into
+        `fair_weights` and `fair_limits`, which every take of this store sends (the fair
+        take, _lib.lua); the worker calls it with each heartbeat, so a change takes effect
+        within seconds. A quota of steps in flight is split between the shards (each
+        counts its own), rounded up."""
+        found = await self.quotas()
+        self.fair_weights = " ".join(f"{q.namespace}={q.weight}" for q in found
+                                     if q.weight is not None and q.weight != 1)
+        shards = self.keys.shards
+        self.fair_limits = " ".join(f"{q.namespace}={-(-q.steps_in_flight // shards)}"
+                                    for q in found if q.steps_in_flight is not None)
+        return self.fair_weights
+
+    def fair_weight(self, namespace: str) -> int:
+        """A namespace's weight as the last refresh read it (1 unless its quota says)."""
+        for pair in self.fair_weights.split():
+            name, _, weight = pair.partition("=")
+            if name == namespace:
+                return int(weight)
+        return 1
+
     async def reserve_place(self, namespace: str, member: str, limit: int, now_ms: int
                             ) -> bool:
         """Add `member` to the namespace's active set if it holds fewer than `limit`

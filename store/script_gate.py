@@ -54,6 +54,17 @@ class TakeSpelling:
     conversation_prefix: str  # + the lane: the step's conversation
     wanted: str  # meta fields to return, JSON array
     page: int  # conversation items returned (the newest)
+    fair_prefix: str  # the shard's fair-dispatch state (Keys.fair; _lib.lua)
+
+
+@dataclass(frozen=True)
+class FairArgs:
+    """What a take (take.lua, commit.lua's) needs to be fair between namespaces."""
+
+    now_ms: int  # when namespaces were seen (the fair state's window)
+    weights: str  # "ns=weight ns=weight": the namespaces whose weight is not 1
+    look: int  # 0: the shard had no fairness state at the worker's last timer poll
+    limits: str  # "ns=n ...": namespaces' quotas of steps in flight, this shard's part
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class TakeArgs:
     events_max: int
     ids: str  # entries read already (blocking XREADGROUP), space-separated, to gate first
     spelling: TakeSpelling
+    fair: FairArgs
 
 
 # -- replies ----------------------------------------------------------------------------

@@ -204,7 +204,11 @@ RESERVED = frozenset({
     "pcall", "tostring", "tonumber", "print", "setmetatable", "getmetatable", "rawget",
     "rawset", "STATUSES", "index_keys", "is_terminal", "owns", "ack", "add_event",
     "add_events", "enqueue", "set_status", "set_status_from", "touch_indexes", "touch",
-    "bump_version", "UUID", "read_spelling", "gate_entry", "take_new",
+    "bump_version", "UUID", "read_spelling", "gate_entry", "take_new", "FAIR_SCAN",
+    "FAIR_LAG", "FAIR_WINDOW_MS", "read_fair", "fair_open", "fair_tag", "fair_first",
+    "fair_dispatched", "fair_close", "fair_entry", "fair_defer", "fair_place",
+    "last_delivered", "fair_refill", "takes_slot", "fair_take", "FAIR_PRUNE", "ns_numbers",
+    "fair_full", "fair_running",
 })
 
 

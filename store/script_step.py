@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from strands_durable.store.codec import as_str
 from strands_durable.store.records import ClaimedEntries, TakenEntry
-from strands_durable.store.script_gate import TakeSpelling, decode_taken, pairs
+from strands_durable.store.script_gate import FairArgs, TakeSpelling, decode_taken, pairs
 from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdict
 
 
@@ -23,6 +23,7 @@ class CreateKeys:
     held: str
     timers: str
     spec_index: str  # `run --auto-resume` finds the latest session of a spec here
+    fair_on: str  # namespaces other than default seen lately (Keys.fair + ':on')
     index: IndexKeys
 
 
@@ -91,6 +92,7 @@ class CommitArgs:
     answers_human: int  # 1: a human's answer, which resumes a session paused for it
     take: int  # new entries to take and gate after an 'ok' (the worker's free slots)
     spelling: TakeSpelling
+    fair: FairArgs
 
 
 # -- fail_step.lua ------------------------------------------------------------------
@@ -200,6 +202,8 @@ class ReleaseArgs:
 class PromoteTimersKeys:
     timers: str
     stream: str
+    fair_on: str  # the shard's fair-dispatch keys (Keys.fair): whether takes must look
+    fair_ready: str
 
 
 @dataclass(frozen=True)
@@ -292,8 +296,10 @@ class StepScripts(ScriptLibrary):
         return int(await self._call("release", keys, args) or 0)
 
     async def promote_timers(self, *, keys: PromoteTimersKeys, args: PromoteTimersArgs
-                             ) -> int:
-        return int(await self._call("promote_timers", keys, args) or 0)
+                             ) -> tuple[int, bool]:
+        """(timers moved, whether the shard's takes must look for fairness state)."""
+        moved, fair = await self._call("promote_timers", keys, args)
+        return int(moved or 0), bool(fair)
 
     async def journal(self, *, keys: JournalKeys, args: JournalArgs) -> int:
         """1 if written, 0 if the entry is no longer this consumer's."""

@@ -48,7 +48,7 @@ from strands_durable.store.script_step import (
     RenewArgs,
     StreamKeys,
 )
-from strands_durable.store.streams import take_spelling
+from strands_durable.store.streams import fair_args, take_spelling
 
 
 class StepPath(StoreBase):
@@ -71,7 +71,7 @@ class StepPath(StoreBase):
                 meta=k.meta(sid), idempotency=k.idempotency(shard, new.idempotency_key or "-"),
                 events=k.events(sid), stream=k.stream(shard), held=k.held(sid),
                 timers=k.timers(shard), spec_index=k.index_spec(shard, new.spec_hash),
-                index=self._index(shard)),
+                fair_on=f"{k.fair(shard)}:on", index=self._index(shard)),
             args=CreateArgs(
                 session_id=sid, fields=dumps(_meta_fields(new, sid, shard)),
                 jobs=dumps([j.to_json() for j in jobs]),
@@ -159,7 +159,9 @@ class StepPath(StoreBase):
                 waiting=dumps(list(req.waiting)),
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
                 events_max=self.events_max, answers_human=int(req.answers_human),
-                take=take_next, spelling=take_spelling(k, shard)),
+                take=take_next, spelling=take_spelling(k, shard),
+                fair=fair_args(self.fair_weights, self.fair_look.get(shard, True),
+                               self.fair_limits)),
         )
         if res.verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)
@@ -231,10 +233,13 @@ class StepPath(StoreBase):
                              session_id: str | None = None) -> int:
         """Move due timers onto the stream: every session's, or `session_id`'s alone."""
         only = check_session_id(session_id) if session_id else ""
-        return await self.scripts.promote_timers(
+        fair = self.keys.fair(shard)
+        moved, self.fair_look[shard] = await self.scripts.promote_timers(
             keys=PromoteTimersKeys(timers=self.keys.timers(shard),
-                                   stream=self.keys.stream(shard)),
+                                   stream=self.keys.stream(shard), fair_on=f"{fair}:on",
+                                   fair_ready=f"{fair}:ready"),
             args=PromoteTimersArgs(now_ms=now_ms, limit=limit, only_session=only))
+        return moved
 
     async def dead_letter_raw(self, shard: int, entry_id: str, fields: dict[str, str],
                               error: str, consumer: str) -> bool:

@@ -4,6 +4,7 @@ entries, idle ones to take over) and what `durable run` claims of its own sessio
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -18,7 +19,7 @@ from strands_durable.store.records import (
     StreamEntry,
     TakenEntry,
 )
-from strands_durable.store.script_gate import TakeArgs, TakeKeys, TakeSpelling
+from strands_durable.store.script_gate import FairArgs, TakeArgs, TakeKeys, TakeSpelling
 from strands_durable.store.script_step import ClaimSessionArgs, StreamKeys
 
 _WANTED = json.dumps(list(GATE_FIELDS))
@@ -34,8 +35,29 @@ def take_spelling(keys: Keys, shard: int) -> TakeSpelling:
         if len(_SPELLINGS) > 4096:  # many stores in one process (tests): stay bounded
             _SPELLINGS.clear()
         spelling = _SPELLINGS[prefix] = TakeSpelling(
-            session_prefix=prefix, **keys.session_suffixes(), wanted=_WANTED, page=PAGE)
+            session_prefix=prefix, **keys.session_suffixes(), wanted=_WANTED, page=PAGE,
+            fair_prefix=keys.fair(shard))
     return spelling
+
+
+_NOT_LOOKING: dict[str, FairArgs] = {}
+
+
+def fair_args(weights: str, look: bool, limits: str = "") -> FairArgs:
+    """A take's FairArgs now: the clock, the namespaces' weights, whether to look for
+    the shard's fairness state and the quotas of steps in flight (StoreBase; a quota
+    makes every take look). Not looking, the clock is not read: one made per weights
+    serves every commit (the hot path of a single-namespace fleet)."""
+    if look or limits:
+        return FairArgs(now_ms=int(time.time() * 1000), weights=weights, look=1,
+                        limits=limits)
+    args = _NOT_LOOKING.get(weights)
+    if args is None:
+        if len(_NOT_LOOKING) > 64:
+            _NOT_LOOKING.clear()
+        args = _NOT_LOOKING[weights] = FairArgs(now_ms=0, weights=weights, look=0,
+                                                limits="")
+    return args
 
 
 class StreamReads(StoreBase):
@@ -59,7 +81,9 @@ class StreamReads(StoreBase):
             args=TakeArgs(group=CONSUMER_GROUP, consumer=consumer, count=count,
                           now_iso=now_iso, events_max=self.events_max,
                           ids=" ".join(entry_id for entry_id, _ in read),
-                          spelling=take_spelling(self.keys, shard)))
+                          spelling=take_spelling(self.keys, shard),
+                          fair=fair_args(self.fair_weights, self.fair_look.get(shard, True),
+                                         self.fair_limits)))
         # An entry sent by id whose stream entry is gone comes back without fields:
         # those the caller read are kept.
         known = dict(read)

@@ -167,13 +167,15 @@ class CapacityGate:
         return len(queue.by_lease) if queue else 0
 
     async def weight(self, session_id: str) -> float:
-        """The session's share: its priority over the default's (read once per process)."""
+        """The session's share: its priority over the default's, times its namespace's
+        weight in fair dispatch (read once per process)."""
         if not session_id or session_id == ANONYMOUS or not is_session_id(session_id):
             return 1.0
         weight = self._weights.get(session_id)
         if weight is None:
-            priority = await self.store.capacity_priority(session_id)
-            weight = (priority or PRIORITY_DEFAULT) / PRIORITY_DEFAULT
+            priority, namespace = await self.store.capacity_share(session_id)
+            weight = ((priority or PRIORITY_DEFAULT) / PRIORITY_DEFAULT
+                      * self.store.fair_weight(namespace))
             self._weights[session_id] = weight
             if len(self._weights) > PRIORITIES_KEPT:
                 self._weights.popitem(last=False)

@@ -72,6 +72,7 @@ class StepConsumer:
 
     async def start(self) -> None:
         await self.store.prepare()
+        await self.store.refresh_fair_weights()  # namespaces' quotas, before any take
         idle = watch_idle(asyncio.get_running_loop())
         pacing = self.settings.worker_adaptive_concurrency and idle is not None
         if pacing:
@@ -371,6 +372,7 @@ class StepConsumer:
             }
             try:
                 await self.store.beat(self.name, json.dumps(beat))
+                await self.store.refresh_fair_weights()  # namespaces' weights: every take's
                 metrics.heartbeat()
             except asyncio.CancelledError:
                 raise

@@ -12,7 +12,9 @@ from rich.markup import escape
 from strands_durable.access import (
     DEFAULT_NAMESPACE,
     MAX_QUOTA_SESSIONS,
+    MAX_QUOTA_STEPS,
     MAX_QUOTA_TOKENS,
+    MAX_WEIGHT,
     AuditEntry,
     NamespaceQuota,
     Role,
@@ -172,15 +174,23 @@ def quotas_set(
     over: Annotated[str, typer.Option(
         help="Over the quota: refuse the submit (HTTP 429, exit 1), or queue its session "
         "(created paused, resumed by the scheduler as places free up).")] = "refuse",
+    weight: Annotated[int | None, typer.Option(
+        min=1, max=MAX_WEIGHT, help="The namespace's share of the workers' takes against "
+        "other namespaces with steps waiting (fair dispatch; default 1).")] = None,
+    steps_in_flight: Annotated[int | None, typer.Option(
+        min=1, max=MAX_QUOTA_STEPS, help="The namespace's steps running at once; over it, "
+        "its steps wait their turn at dispatch (never failed).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Set a namespace's quota (replacing the one it had)."""
     if over not in ("refuse", "queue"):
         raise fail(f"--over {over[:40]!r}: expected refuse or queue", EXIT_USAGE)
-    if running_sessions is None and tokens_per_day is None:
-        raise fail("give --running-sessions, --tokens-per-day or both", EXIT_USAGE)
+    if (running_sessions, tokens_per_day, weight, steps_in_flight) == (None,) * 4:
+        raise fail("give --running-sessions, --tokens-per-day, --weight, --steps-in-flight "
+                   "or more", EXIT_USAGE)
     quota = NamespaceQuota(namespace=namespace, running_sessions=running_sessions,
-                           tokens_per_day=tokens_per_day, over=over)
+                           tokens_per_day=tokens_per_day, over=over, weight=weight,
+                           steps_in_flight=steps_in_flight)
 
     async def body(store: Store) -> None:
         await quotas.set_quota(store, quota, actor=cli_actor(), source="cli")
@@ -191,7 +201,11 @@ def quotas_set(
         return
     limits = [f"at most {running_sessions} session(s) not yet ended"] if running_sessions else []
     limits += [f"{tokens_per_day} model token(s) a day"] if tokens_per_day else []
-    out.print(f"namespace {namespace}: {' and '.join(limits)}; over that, {over}")
+    said = f"{' and '.join(limits)}; over that, {over}" if limits else ""
+    # Steps over their quota and a weight only order dispatch: nothing is refused.
+    said += f"; at most {steps_in_flight} step(s) in flight" if steps_in_flight else ""
+    said += f"; weight {weight}" if weight else ""
+    out.print(f"namespace {namespace}: {said.removeprefix('; ')}")
 
 
 @quotas_app.command("list")
@@ -206,10 +220,12 @@ def quotas_list(as_json: JsonOpt = False) -> None:
     if as_json:
         print_json([{**q.model_dump(), "tokens_today": used} for q, used in found])
         return
-    table = new_table("namespace", "running sessions", "tokens today / per day", "over")
+    table = new_table("namespace", "running sessions", "tokens today / per day", "over",
+                      "weight", "steps in flight")
     for q, used in found:
         tokens = f"{used} / {q.tokens_per_day}" if q.tokens_per_day else f"{used} / -"
-        table.add_row(q.namespace, str(q.running_sessions or "-"), tokens, q.over)
+        table.add_row(q.namespace, str(q.running_sessions or "-"), tokens, q.over,
+                      str(q.weight or 1), str(q.steps_in_flight or "-"))
     print_table(table)
 
 

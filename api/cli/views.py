@@ -253,7 +253,8 @@ def workers(
 
 @app.command()
 def queue(as_json: JsonOpt = False) -> None:
-    """Per shard and in total: stream length, lag, pending, dead letters, timers due."""
+    """Per shard and in total: stream length, lag, pending, dead letters, timers due, and
+    steps waiting for their namespace's turn (deferred)."""
     from strands_durable.store.fleet import queue_stats
 
     stats = run_async(with_store(queue_stats, fleet=True))
@@ -261,13 +262,13 @@ def queue(as_json: JsonOpt = False) -> None:
         print_json(stats.to_dict())
         return
     table = new_table("shard", "length", "lag", "pending", "consumers", "dead letters",
-                      "timers", "due now")
+                      "timers", "due now", "deferred")
     for sh in stats.shards:
         table.add_row(str(sh.shard), str(sh.length), str(sh.lag), str(sh.pending),
                       str(sh.consumers), str(sh.dead_letters), str(sh.timers),
-                      str(sh.timers_due))
+                      str(sh.timers_due), str(sh.deferred))
     total = stats.total
     table.add_row("[bold]total[/bold]", str(total["length"]), str(total["lag"]),
                   str(total["pending"]), "", str(total["dead_letters"]), str(total["timers"]),
-                  str(total["timers_due"]))
+                  str(total["timers_due"]), str(total["deferred"]))
     print_table(table)

@@ -57,7 +57,8 @@ local timers = ARGV[24]
 local events_max = ARGV[25]
 local answers_human = ARGV[26]
 local take = ARGV[27]
-local spelling_at = 28  -- ARGV[28..36]: TakeSpelling's fields
+local spelling_at = 28  -- ARGV[28..37]: TakeSpelling's fields
+local fair_at = 38  -- ARGV[38..41]: FairArgs's fields
 
 local carried = entry_id ~= ''
 if carried and not owns(stream_key, group, entry_id, consumer) then
@@ -78,8 +79,9 @@ if carried and not owns(stream_key, group, entry_id, consumer) then
   return {'stale', again}
 end
 -- `status` is tracked from here on: every change below is this script's own.
-local read = redis.call('HMGET', meta_key, 'status', 'version', 'steps')
+local read = redis.call('HMGET', meta_key, 'status', 'version', 'steps', 'namespace')
 local status, version, steps_done = read[1], read[2], tonumber(read[3]) or 0
+local namespace = read[4]
 if not status then
   if carried then ack(stream_key, group, entry_id) end
   return {'gone'}
@@ -154,6 +156,12 @@ if decided == 'paused' then
   redis.call('HSET', meta_key, 'paused_reason', reason, 'paused_at_ms', now)
 end
 for _, job in ipairs(jobs) do enqueue(stream_key, job) end
+-- A namespace other than `default` with steps on the stream makes the shard's takes
+-- fair (_lib.lua); `default` alone writes nothing here.
+if namespace and #jobs > 0 then
+  local sp = read_spelling(spelling_at, now_iso, events_max)
+  redis.call('ZADD', sp.fair .. ':on', now, namespace)
+end
 
 -- last_by: who committed last (a take brings another worker the newest results). The
 -- step count and the version as HINCRBY would leave them (read above, not changed since
@@ -175,7 +183,16 @@ end
 redis.call('RPUSH', checkpoints_key, checkpoint)
 add_events(events_key, events, events_max)
 touch_indexes(session_id, status, now)  -- updated_at is set with the state above
-if carried then ack(stream_key, group, entry_id) end
+local fa = read_fair(fair_at)
+if carried then
+  ack(stream_key, group, entry_id)
+  -- Its namespace's quota of steps in flight has this one back (_lib.lua fair_full).
+  local ns = namespace or 'default'
+  if fa.limits[ns] then
+    local sp = read_spelling(spelling_at, now_iso, events_max)
+    redis.call('SREM', sp.fair .. ':run:' .. ns, entry_id)
+  end
+end
 -- The take never fails the commit above (written already: a script is not rolled
 -- back): an error there (a key of another session mid-migration, say) takes nothing,
 -- and an entry it read stays pending under this consumer, re-claimed once idle.
@@ -183,7 +200,7 @@ local taken, want = {}, tonumber(take) or 0
 if want > 0 and carried then
   local took, got = pcall(function()
     return take_new(stream_key, group, consumer, want,
-                    read_spelling(spelling_at, now_iso, events_max))
+                    read_spelling(spelling_at, now_iso, events_max), fa, {})
   end)
   if took then taken = got end
   if #taken > 0 then  -- kept for a retry of this commit (above), as long as one can come

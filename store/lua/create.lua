@@ -12,6 +12,7 @@ local stream_key = KEYS[4]
 local held_key = KEYS[5]
 local timers_key = KEYS[6]
 local spec_index_key = KEYS[7]
+local fair_on_key = KEYS[8]
 -- index: the last six KEYS, the status indexes (_lib.lua)
 local session_id = ARGV[1]
 local fields = ARGV[2]
@@ -33,12 +34,14 @@ if idempotency ~= '' then
   end
 end
 if redis.call('EXISTS', meta_key) == 1 then return {'exists', session_id} end
-local args = {}
-for k, v in pairs(cjson.decode(fields)) do
+local args, meta = {}, cjson.decode(fields)
+for k, v in pairs(meta) do
   args[#args + 1] = k
   args[#args + 1] = tostring(v)
 end
 redis.call('HSET', meta_key, unpack(args))
+-- A namespace other than `default` makes the shard's takes fair (_lib.lua).
+if meta['namespace'] then redis.call('ZADD', fair_on_key, tonumber(now_ms), meta['namespace']) end
 redis.call('HSET', meta_key, 'version', 1, 'status', status)
 set_status(meta_key, session_id, status, tonumber(now_ms))
 if idempotency ~= '' then

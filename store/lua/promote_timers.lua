@@ -3,13 +3,18 @@
 -- `only_session`: a session id: only that session's timers (`durable run` touches no
 -- other session's), looking at no more than 10 x limit due timers of others; '' or
 -- absent: every session's.
+-- Returns {timers moved, 1 if the shard has fair-dispatch state (`fair_on_key`,
+-- `fair_ready_key`: _lib.lua) else 0}: a worker's takes look for it only then.
 -- KEYS and ARGV by name, in the order of PromoteTimersKeys and PromoteTimersArgs (script_step.py):
 local timers_key = KEYS[1]
 local stream_key = KEYS[2]
+local fair_on_key = KEYS[3]
+local fair_ready_key = KEYS[4]
 local now_ms = ARGV[1]
 local limit = ARGV[2]
 local only_session = ARGV[3]
 
+local fair = redis.call('EXISTS', fair_on_key, fair_ready_key) > 0 and 1 or 0
 local max = tonumber(limit)
 local only = only_session or ''
 if only == '' then
@@ -18,7 +23,7 @@ if only == '' then
     enqueue(stream_key, job)
     redis.call('ZREM', timers_key, job)
   end
-  return #due
+  return {#due, fair}
 end
 local needle = '"session_id":"' .. only .. '"'
 local moved, skipped = 0, 0
@@ -35,4 +40,4 @@ while skipped < 10 * max do
   end
   if #due < max then break end
 end
-return moved
+return {moved, fair}

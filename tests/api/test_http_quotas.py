@@ -30,7 +30,8 @@ from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
 
-QUOTA: dict[str, Any] = {"running_sessions": 5, "tokens_per_day": 1000, "over": "queue"}
+QUOTA: dict[str, Any] = {"running_sessions": 5, "tokens_per_day": 1000, "over": "queue",
+                         "weight": 3, "steps_in_flight": 40}
 
 
 async def test_each_route_round_trip(client: httpx.AsyncClient, store: Store) -> None:
@@ -41,7 +42,8 @@ async def test_each_route_round_trip(client: httpx.AsyncClient, store: Store) ->
     assert await store.quota("team-a") == NamespaceQuota(namespace="team-a", **QUOTA)
     r = await client.put("/v1/quotas/team-b", json={"running_sessions": 2})
     assert r.json() == {"namespace": "team-b", "running_sessions": 2, "tokens_per_day": None,
-                        "over": "refuse", "tokens_today": 0}
+                        "over": "refuse", "weight": None, "steps_in_flight": None,
+                        "tokens_today": 0}
     listed = (await client.get("/v1/quotas")).json()["items"]
     assert [(q["namespace"], q["tokens_today"]) for q in listed] == [("team-a", 120),
                                                                     ("team-b", 0)]
@@ -73,6 +75,11 @@ HOSTILE_BODIES: list[tuple[Any, str]] = [
     ({"tokens_per_day": -5}, "tokens_per_day"),
     ({"tokens_per_day": {"$gt": 1}}, "tokens_per_day"),
     ({"running_sessions": 1, "over": "never"}, "over"),
+    ({"weight": 0}, "weight"),
+    ({"weight": 101}, "weight"),
+    ({"weight": "3"}, "weight"),
+    ({"steps_in_flight": 0}, "steps_in_flight"),
+    ({"steps_in_flight": 100_001}, "steps_in_flight"),
     ({"running_sessions": 1, "over": 1}, "over"),
     ({"running_sessions": 1, "namespace": "team-b"}, "namespace"),
     ({"running_sessions": 1, "unknown": "x" * 10_000}, "unknown"),

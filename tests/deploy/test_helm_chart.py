@@ -284,8 +284,14 @@ def test_keda_scales_workers_with_one_trigger_per_shard(
     assert "replicas" not in worker["spec"], "KEDA owns the replica count"
     assert of_kind(docs, "HorizontalPodAutoscaler") == []
     triggers = scaled["spec"]["triggers"]
-    assert [t["metadata"]["stream"] for t in triggers] == keys.streams()
-    assert {t["metadata"]["consumerGroup"] for t in triggers} == {CONSUMER_GROUP}
+    streams = [t for t in triggers if "stream" in t["metadata"]]
+    assert [t["metadata"]["stream"] for t in streams] == keys.streams()
+    assert {t["metadata"]["consumerGroup"] for t in streams} == {CONSUMER_GROUP}
+    # The steps fair dispatch moved off each stream: a list trigger a shard.
+    lists = [t for t in triggers if "listName" in t["metadata"]]
+    assert [t["metadata"]["listName"] for t in lists] == [
+        keys.fair_waiting(k) for k in range(keys.shards)]
+    assert len(triggers) == 2 * keys.shards
     if keys.shards > 1:
         formula = scaled["spec"]["advanced"]["scalingModifiers"]["formula"]
         assert sorted(formula.split(" + ")) == sorted(t["name"] for t in triggers)
@@ -304,6 +310,9 @@ def test_keda_metric_and_address_follow_values(rendered: dict[str, list[dict[str
     assert (meta["address"], meta["databaseIndex"], meta["enableTLS"]) == (
         "redis.prod.internal:6380", "2", "true")
     assert meta["streamLength"] == "16" and "lagCount" not in meta
+    listed = external["spec"]["triggers"][1]
+    assert listed["type"] == "redis" and listed["metadata"]["listLength"] == "16"
+    assert listed["metadata"]["address"] == "redis.prod.internal:6380"
 
 
 @pytest.mark.parametrize(("variant", "replicas"), [("keda-off", None), ("fixed-replicas", 5)])
@@ -379,7 +388,8 @@ def test_sentinel_url_is_the_form_the_code_parses(rendered: dict[str, list[dict[
         None, "pw")
     (scaled,) = of_kind(docs, "ScaledObject")
     for trigger in scaled["spec"]["triggers"]:
-        assert trigger["type"] == "redis-sentinel-streams"
+        assert trigger["type"] == ("redis-sentinel" if "listName" in trigger["metadata"]
+                                   else "redis-sentinel-streams")
         assert trigger["metadata"]["addresses"] == ",".join(SENTINEL["redis"]["sentinel"]["hosts"])
         assert trigger["metadata"]["sentinelMaster"] == "mymaster"
         assert trigger["authenticationRef"]["name"] == "rel-strands-durable-worker"

@@ -124,16 +124,23 @@ def test_keda_has_one_cluster_streams_trigger_per_shard(
     address = keda.get("address") or ",".join(values["redis"]["cluster"]["nodes"])
     (scaled,) = of_kind(rendered[variant], "ScaledObject")
     triggers = scaled["spec"]["triggers"]
-    assert [t["metadata"]["stream"] for t in triggers] == keys.streams()
+    streams = [t for t in triggers if "stream" in t["metadata"]]
+    lists = [t for t in triggers if "listName" in t["metadata"]]
+    assert [t["metadata"]["stream"] for t in streams] == keys.streams()
+    assert [t["metadata"]["listName"] for t in lists] == [
+        keys.fair_waiting(k) for k in range(keys.shards)]
     for t in triggers:
         meta = t["metadata"]
-        assert t["type"] == "redis-cluster-streams"
-        assert meta["consumerGroup"] == CONSUMER_GROUP
         assert meta["addresses"] == address
         # A cluster has db 0 only, and the cluster scaler takes no single address.
         assert "databaseIndex" not in meta and "address" not in meta
         assert meta["enableTLS"] == str(values["redis"].get("tls", False)).lower()
-        assert meta[keda.get("metric", "lagCount")] == "16"
+    for t in streams:
+        assert t["type"] == "redis-cluster-streams"
+        assert t["metadata"]["consumerGroup"] == CONSUMER_GROUP
+        assert t["metadata"][keda.get("metric", "lagCount")] == "16"
+    for t in lists:  # the steps fair dispatch moved off each shard's stream
+        assert t["type"] == "redis-cluster" and t["metadata"]["listLength"] == "16"
     if keys.shards > 1:
         formula = scaled["spec"]["advanced"]["scalingModifiers"]["formula"]
         assert sorted(formula.split(" + ")) == sorted(t["name"] for t in triggers)

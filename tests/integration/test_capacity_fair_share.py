@@ -136,6 +136,10 @@ async def test_a_sessions_priority_is_stored_and_read_by_the_gate(store: Store) 
     plain, _ = await store.create_session(new_session(load_spec_text(SPEC, "p.yaml")))
     assert await gate.weight(plain) == 1.0
     assert (await session_status(store, plain)).priority == 10
+    # A namespace's weight in fair dispatch multiplies its sessions' share.
+    store.fair_weights = "team-a=2"
+    tenant, _ = await store.create_session(replace(planned, namespace="team-a"))
+    assert await gate.weight(tenant) == 6.0
 
 
 @pytest.mark.parametrize("priority", [0, 101, -1, "5", True, 1.5, 10**30])

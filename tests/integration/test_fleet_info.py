@@ -146,9 +146,10 @@ def test_lag_and_totals() -> None:
     assert lag_of({"lag": None}, 9, 2) == 7  # Redis could not tell: length - pending
     assert lag_of(None, 0, 0) == 0
     stats = QueueStats((ShardStats(0, "a", 3, 1, 2, 1, 0, 1, 0),
-                        ShardStats(1, "b", 4, 4, 0, 0, 2, 3, 1)))
+                        ShardStats(1, "b", 4, 4, 0, 0, 2, 3, 1, deferred=6)))
     assert stats.to_dict()["total"] == {"length": 7, "lag": 5, "pending": 2,
-                                        "dead_letters": 2, "timers": 4, "timers_due": 1}
+                                        "dead_letters": 2, "timers": 4, "timers_due": 1,
+                                        "deferred": 6}
 
 
 async def test_queue_stats_as_the_fleet_leaves_them(redis_server, prefix: str) -> None:

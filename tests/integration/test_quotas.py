@@ -7,6 +7,7 @@ place is free; `durable quotas` sets, lists and deletes them."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 from pathlib import Path
 
@@ -126,6 +127,13 @@ def test_durable_quotas_set_list_delete(settings: DurableSettings, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     listed = durable("quotas", "list", "--json")
     assert '"running_sessions":5' in listed.stdout.replace(" ", "")
+    done = durable("quotas", "set", "team-b", "--weight", "3", "--steps-in-flight", "40")
+    assert done.returncode == 0, done.stderr
+    assert "at most 40 step(s) in flight; weight 3" in done.stdout
+    listed = json.loads(durable("quotas", "list", "--json").stdout)
+    assert [(q["weight"], q["steps_in_flight"]) for q in listed] == [(None, None), (3, 40)]
+    bad = durable("quotas", "set", "team-b", "--weight", "0")
+    assert bad.returncode == 2 and "--weight" in bad.stdout + bad.stderr
     bad = durable("quotas", "set", "Team A", "--running-sessions", "5")
     assert bad.returncode == 2 and "Team A" in bad.stdout + bad.stderr
     bad = durable("quotas", "set", "team-a", "--running-sessions", "5", "--over", "drop")

@@ -12,7 +12,7 @@ from typing import get_type_hints
 import pytest
 
 from strands_durable.store import script_operator
-from strands_durable.store.script_gate import TakeSpelling
+from strands_durable.store.script_gate import FairArgs, TakeSpelling
 from strands_durable.store.script_library import NAMES, IndexKeys, flat, script_source
 from strands_durable.store.scripts import Scripts
 
@@ -75,15 +75,17 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_21_keys_and_36_args() -> None:
+def test_commit_contract_is_21_keys_and_41_args() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
-    a = args(*range(len(dataclasses.fields(args)) - 1), TakeSpelling(*range(9)))
+    a = args(*range(len(dataclasses.fields(args)) - 2), TakeSpelling(*range(10)),
+             FairArgs(1, "", 1, ""))
     # 13 of the session and shard, `took` (a retried commit's take), the unwritten key
     # (the take never runs on a half-moved slot), the six indexes
     assert len(flat(k)) == 21 and flat(k)[-6:] == [f"i{n}" for n in range(6)]
-    assert len(flat(a)) == 36  # 26, then the take: count and TakeSpelling (9)
+    # 26, then the take: count, TakeSpelling (10) and FairArgs (4)
+    assert len(flat(a)) == 41
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 

@@ -14,7 +14,7 @@ from typing import Any, get_type_hints
 import pytest
 
 from strands_durable.store import script_step
-from strands_durable.store.script_gate import TakeArgs, TakeSpelling
+from strands_durable.store.script_gate import FairArgs, TakeArgs, TakeSpelling
 from strands_durable.store.script_library import (
     HEADER,
     NAMES,
@@ -124,6 +124,7 @@ def test_a_name_that_clashes_is_refused() -> None:
 def test_lib_reads_take_spelling_and_the_indexes_in_their_field_order() -> None:
     lib = (LUA / "_lib.lua").read_text()
     assert nested_bindings(TakeSpelling, "ARGV", "at") in lib
+    assert nested_bindings(FairArgs, "ARGV", "at") in lib
     statuses = [f.name for f in dataclasses.fields(IndexKeys)]
     assert statuses[0] == "all"
     assert ("local STATUSES = {" + ", ".join(f"'{s}'" for s in statuses[1:]) + "}") in lib
@@ -136,7 +137,9 @@ def sample(contract: type) -> Any:
         if "IndexKeys" in hint:
             values.append(IndexKeys(*"abcdef"))
         elif "TakeSpelling" in hint:
-            values.append(TakeSpelling(*"pqrstuvw", 9))
+            values.append(TakeSpelling(*"pqrstuvw", 9, "x"))
+        elif "FairArgs" in hint:
+            values.append(FairArgs(7, "a=2", 1, "b=3"))
         elif "tuple" in hint:
             values.append((f"{f.name}-1", f"{f.name}-2"))
         else:
@@ -159,5 +162,7 @@ def test_flat_sends_every_field_in_order(name: str) -> None:
 
 def test_flat_of_one_field_and_of_a_nested_contract() -> None:
     assert flat(script_step.StreamKeys("s")) == ["s"]
-    args = TakeArgs("g", "c", 3, "now", 10, "1-0 2-0", TakeSpelling(*"abcdefg", "[]", 8))
-    assert flat(args) == ["g", "c", 3, "now", 10, "1-0 2-0", *"abcdefg", "[]", 8]
+    args = TakeArgs("g", "c", 3, "now", 10, "1-0 2-0", TakeSpelling(*"abcdefg", "[]", 8, "f"),
+                    FairArgs(5, "a=2", 1, "b=3"))
+    assert flat(args) == ["g", "c", 3, "now", 10, "1-0 2-0", *"abcdefg", "[]", 8, "f", 5, "a=2",
+                          1, "b=3"]

@@ -120,6 +120,15 @@ cluster forms; a cluster has db 0 only, so its URL names none) */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Each shard's count of steps deferred off its stream by fair dispatch between
+namespaces (one item a step): must match store/keys.py Keys.fair_waiting() */}}
+{{- define "sd.waitingLists" -}}
+{{- $prefix := .Values.settings.keyPrefix -}}
+{{- range $k := until (int .Values.settings.shards) }}
+- {{ printf "%s:{s%d}:fair:waiting" $prefix $k | quote }}
+{{- end -}}
+{{- end -}}
+
 {{/* Pod pieces shared by the roles -------------------------------------------------- */}}
 {{- define "sd.podAnnotations" -}}
 checksum/config: {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
@@ -183,9 +192,12 @@ key: api-token
 {{- end }}
 {{- end -}}
 
-{{/* "shard0 + shard1 + ..." over the triggers' names */}}
+{{/* "shard0 + deferred0 + shard1 + ..." over the triggers' names */}}
 {{- define "sd.shardFormula" -}}
 {{- $names := list -}}
-{{- range $k := until . -}}{{- $names = append $names (printf "shard%d" $k) -}}{{- end -}}
+{{- range $k := until . -}}
+{{- $names = append $names (printf "shard%d" $k) -}}
+{{- $names = append $names (printf "deferred%d" $k) -}}
+{{- end -}}
 {{- join " + " $names -}}
 {{- end -}}
