@@ -101,8 +101,12 @@ async def served_client(app: FastAPI, timeout: float = 30) -> AsyncIterator[http
 async def uvicorn_server(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` over real HTTP on a free port, in this event loop; yields its URL."""
     port = free_port()
+    # Idle connections kept for the test's whole length: with uvicorn's 5 s, a test
+    # client reusing its connection after a long browser step raced the server closing
+    # it (httpx.ReadError on a loaded machine).
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
+                                           log_level="warning", lifespan="on",
+                                           timeout_keep_alive=300))
     task = asyncio.create_task(server.serve())
 
     async def started() -> bool:
