@@ -18,7 +18,10 @@ from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.chaos
 
-CHAINS, STEPS, WORKERS, BACKLOG = 12, 4, 3, 300
+# Chains long enough (12 steps of 0.3 s: 3.6 s at the least) for three kills a second
+# apart, each after a commit, however fast the machine: with 4 steps of 0.2 s a run
+# on CI ended before its third.
+CHAINS, STEPS, WORKERS, BACKLOG = 12, 12, 3, 300
 NAMESPACES = ("team-a", "team-b", "default")
 
 
@@ -28,7 +31,7 @@ version: 0
 name: chaos-fair
 runtime:
   provider: scripted
-  script: {delay_s: 0.2}
+  script: {delay_s: 0.3}
 agents:
   a: {prompt: "You are agent a."}
 pattern:
