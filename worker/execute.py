@@ -121,19 +121,20 @@ class StepExecutor:
         config = model_config(spec, job.agent)
         provider_model = self._model(config)
         model: Model = self._limited(provider_model, config, spec, job, run)
-        tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
-        journal = self._journal(job, run) if tools else None
-        if journal is not None:
-            model = JournaledModel(model, journal)
-            tools = [self._journaled(tool, journal, job, run) for tool in tools]
-        # The whole committed conversation since its latest compaction, under the
-        # operator's ceiling (0: none).
-        history = await self.store.conversation(job.session_id, job.conversation_lane,
-                                                self.settings.conversation_window,
-                                                run.conversation)
-        prompt = system_prompt(spec, job.agent, job.system_prompt)
+        # The attempt opens on the live stream before its tools and history are ready.
         watching = self._watch(provider_model, job, run)
         try:
+            tools = await self.toolbox.tools_for(spec, run.spec_digest, job)
+            journal = self._journal(job, run) if tools else None
+            if journal is not None:
+                model = JournaledModel(model, journal)
+                tools = [self._journaled(tool, journal, job, run) for tool in tools]
+            # The whole committed conversation since its latest compaction, under the
+            # operator's ceiling (0: none).
+            history = await self.store.conversation(job.session_id, job.conversation_lane,
+                                                    self.settings.conversation_window,
+                                                    run.conversation)
+            prompt = system_prompt(spec, job.agent, job.system_prompt)
             reply = await call_agent(model, system_prompt=prompt, history=history,
                                      prompt=job.input,
                                      timeout_s=self.settings.model_timeout_s or None,
