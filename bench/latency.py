@@ -62,6 +62,11 @@ class Window:
     first: int  # 1-based step numbers, inclusive
     last: int
     samples: list[float] = field(default_factory=list)  # ms
+    in_flight: list[int] = field(default_factory=list)  # steps running at each commit
+
+    @property
+    def in_flight_mean(self) -> float:
+        return sum(self.in_flight) / len(self.in_flight) if self.in_flight else float("nan")
 
     @property
     def p50(self) -> float:
@@ -74,7 +79,8 @@ class Window:
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "steps": [self.first, self.last], "n": len(self.samples),
                 "p50_ms": round(self.p50, 4), "p99_ms": round(self.p99, 4),
-                "mean_ms": round(sum(self.samples) / max(1, len(self.samples)), 4)}
+                "mean_ms": round(sum(self.samples) / max(1, len(self.samples)), 4),
+                "in_flight_mean": round(self.in_flight_mean, 2)}
 
 
 @dataclass
@@ -143,6 +149,9 @@ class Probe:
         self.cpu_steps = frozenset(n for first, last in cpu_spans for n in range(first, last + 1))
         self.commits: dict[int, list[float]] = defaultdict(list)  # step -> ms
         self.plans: dict[int, list[float]] = defaultdict(list)
+        # Steps running as each commit returned: commit latency follows it (a commit's
+        # reply waits for the other steps' Python), so windows are compared knowing it.
+        self.in_flight: dict[int, list[int]] = defaultdict(list)
         self.cpu: dict[int, list[tuple[float, int]]] = defaultdict(list)
         self.count = 0  # successful commits
         self.conflicts = 0
@@ -160,6 +169,8 @@ class Probe:
             if outcome.verdict == "ok":
                 n = step_number(req)
                 self.commits[n].append(elapsed * 1000)
+                if self.running_now is not None:
+                    self.in_flight[n].append(self.running_now())
                 self.count += 1
                 if n in self.cpu_steps:
                     self.cpu[n].append((time.process_time(), self.count))
@@ -196,6 +207,8 @@ class Probe:
         w = Window(label, *span)
         for n in range(span[0], span[1] + 1):
             w.samples.extend(source.get(n, []))
+            if not plans:
+                w.in_flight.extend(self.in_flight.get(n, []))
         return w
 
     def cpu_per_step_us(self, span: tuple[int, int]) -> float:

@@ -156,6 +156,8 @@ def latency_table(out: Any, latency: LatencyResult | None, *diagnostics: Latency
             f"{run.sessions * run.steps / run.seconds:,.0f} steps/s, "
             f"{run.conflicts} conflicts, p50 step-{run.steps}/step-10 = {run.ratio:.2f}x, "
             f"CPU per step {run.cpu_ratio:.2f}x")
+        out(f"  steps running as a commit returned: {run.low.in_flight_mean:.1f} around "
+            f"{run.low.label}, {run.high.in_flight_mean:.1f} around {run.high.label}")
 
 
 def latency_targets(latency: LatencyResult | None) -> list[dict[str, Any]]:

@@ -45,11 +45,11 @@ class Sizes:
 
 
 DEFAULT = Sizes(sessions=50, steps=40, latency_sessions=12, latency_steps=5000,
-                low=(5, 15), high=(4990, 5000), diag_sessions=2, scale=(100, 10_000),
+                low=(5, 55), high=(4950, 5000), diag_sessions=2, scale=(100, 10_000),
                 scale_steps=(30, 3), resume_sessions=5, resume_committed=1000,
                 inflight=(1000, 5, 2.0))
 QUICK = Sizes(sessions=10, steps=20, latency_sessions=4, latency_steps=1000,
-              low=(5, 15), high=(990, 1000), diag_sessions=2, scale=(100, 1000),
+              low=(5, 55), high=(950, 1000), diag_sessions=2, scale=(100, 1000),
               scale_steps=(5, 2), resume_sessions=1, resume_committed=1000,
               inflight=(200, 2, 1.0))
 SKIPPABLE = ("noop,scripted,arq,arq-agent,latency,diagnostic,scale,resume,inflight,"

@@ -29,6 +29,9 @@ async def test_latency_run_measures_each_window_and_checks_exactly_once(
     result = await run_latency(redis_server.url, sessions=3, steps=30, low=(2, 5),
                                high=(26, 30), concurrency=4, timeout_s=60)
     assert len(result.low.samples) == 3 * 4 and len(result.high.samples) == 3 * 5
+    # Beside each commit, the steps running as it returned (itself among them).
+    assert len(result.high.in_flight) == len(result.high.samples)
+    assert all(1 <= n <= 4 for n in result.low.in_flight + result.high.in_flight)
     assert result.plan_low is not None and len(result.plan_low.samples) == 3 * 4
     assert not math.isnan(result.cpu_low_us) and not math.isnan(result.cpu_high_us)
     assert result.footprint is not None and result.footprint.steps == 30
