@@ -1,7 +1,9 @@
 """The HTTP API: `create_app()` builds the FastAPI app that `durable api` serves.
 
-Routes live in small modules (sessions, control, operations, system); this module
-wires them with the store, auth, size limits and the error envelope.
+Routes live in small modules (sessions, control, operations, system...), each router
+complete where it is declared: token check, error responses, operation ids
+(api/wiring.py). This module gives an app those routes, the store, the size limits
+and the error envelope.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 from strands_durable.api import (
     errors,
@@ -26,11 +28,10 @@ from strands_durable.api import (
     routes_webhooks,
     submission,
 )
-from strands_durable.api.auth import require_token
 from strands_durable.api.console import install as install_console
 from strands_durable.api.limits import BodyLimit
 from strands_durable.api.render_stage import RenderStage
-from strands_durable.api.schemas import error_responses, operation_id
+from strands_durable.api.schemas import operation_id
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import open_store
 from strands_durable.store.outage import REDIS_DOWN
@@ -41,6 +42,13 @@ log = logging.getLogger("durable.api")
 DESCRIPTION = """Submit strands-cli workflows to a fleet of `arq worker` processes and
 operate them. Errors are `{"error": {"code", "message", "details"}}`. When the server
 has `DURABLE_API_TOKEN`, every route but /healthz needs `Authorization: Bearer <token>`."""
+
+
+# In the order a request is matched against them.
+ROUTERS = (routes_transfer.router, routes_sessions.router, routes_control.router,
+           routes_ops.router, routes_fleet.router, routes_schedules.router,
+           routes_access.router, routes_webhooks.router, routes_quotas.router,
+           routes_system.router)
 
 
 def create_app(settings: DurableSettings | None = None) -> FastAPI:
@@ -72,19 +80,9 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     errors.install(app)
     # An import's body is a whole session: its own, larger, limit.
     app.add_middleware(BodyLimit, larger={routes_transfer.IMPORT_PATH: settings.max_import_bytes})
-    authed = [Depends(require_token)]
-    # BodyLimit answers 413 before any route runs, so every route may answer it.
-    responses = error_responses(401, 403, 404, 413, 422, 429, 503)
-    app.include_router(routes_transfer.router, dependencies=authed,
-                       responses={**responses, **error_responses(409)})
-    app.include_router(routes_sessions.router, dependencies=authed, responses=responses)
-    app.include_router(routes_control.router, dependencies=authed, responses=responses)
-    app.include_router(routes_ops.router, dependencies=authed, responses=responses)
-    app.include_router(routes_fleet.router, dependencies=authed, responses=responses)
-    app.include_router(routes_schedules.router, dependencies=authed, responses=responses)
-    app.include_router(routes_access.router, dependencies=authed, responses=responses)
-    app.include_router(routes_webhooks.router, dependencies=authed, responses=responses)
-    app.include_router(routes_quotas.router, dependencies=authed, responses=responses)
-    app.include_router(routes_system.router)
+    # The routers' own route objects, made once at import and shared by every app of the
+    # process (api/wiring.py): not included, which would build each route again per app.
+    for router in ROUTERS:
+        app.router.routes.extend(router.routes)
     install_console(app)  # /ui, and /docs, /redoc, /openapi.json served offline
     return app

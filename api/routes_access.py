@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import Path, Query, Request, Response
 
 from strands_durable.api.auth import client_address, namespace_of
 from strands_durable.api.deps import StoreDep
@@ -17,10 +17,11 @@ from strands_durable.api.schemas_access import (
     TokenList,
     TokenOut,
 )
+from strands_durable.api.wiring import api_router
 from strands_durable.models import now_ms
 from strands_durable.sessions import access
 
-router = APIRouter(prefix="/v1", tags=["access"])
+router = api_router("/v1", tags=["access"])
 TokenIdPath = Annotated[str, Path(min_length=12, max_length=12, pattern=r"^[0-9a-f]{12}$",
                                   description="A token's id (`durable tokens list`)")]
 

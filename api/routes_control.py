@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import Body, Request, Response
 
 from strands_durable.api.auth import audit
 from strands_durable.api.deps import RenderStageDep, StoreDep
@@ -19,10 +19,11 @@ from strands_durable.api.schemas import (
     error_responses,
 )
 from strands_durable.api.submission import Submitted, load_only
+from strands_durable.api.wiring import api_router
 from strands_durable.sessions import control
 from strands_durable.sessions.checkpoints import fork_from_checkpoint
 
-router = APIRouter(prefix="/v1/sessions", tags=["control"])
+router = api_router("/v1/sessions", tags=["control"])
 
 CONFLICT = error_responses(409)
 

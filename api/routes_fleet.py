@@ -3,16 +3,15 @@ workers --json` and `durable queue --json` make (store/fleet.py)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
 from strands_durable.api.capacity_view import capacity_docs, waiting_by_worker
 from strands_durable.api.deps import SettingsDep, StoreDep
 from strands_durable.api.schemas_fleet import QueueOut, WorkerList, WorkerOut
+from strands_durable.api.wiring import api_router
 from strands_durable.settings import DurableSettings
 from strands_durable.store.fleet import list_workers, queue_stats
 from strands_durable.store.store import Store
 
-router = APIRouter(prefix="/v1", tags=["fleet"])
+router = api_router("/v1", tags=["fleet"])
 
 
 async def fleet_workers(store: Store, settings: DurableSettings) -> WorkerList:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Request
+from fastapi import Body, Path, Request
 
 from strands_durable.api.auth import audit
 from strands_durable.api.deps import StoreDep
@@ -17,6 +17,7 @@ from strands_durable.api.schemas import (
     SessionIdPath,
     error_responses,
 )
+from strands_durable.api.wiring import api_router
 from strands_durable.sessions.checkpoints import (
     CheckpointDetail,
     get_checkpoint,
@@ -24,7 +25,7 @@ from strands_durable.sessions.checkpoints import (
 )
 from strands_durable.sessions.requeue import requeue as do_requeue
 
-router = APIRouter(prefix="/v1/sessions", tags=["operations"])
+router = api_router("/v1/sessions", tags=["operations"])
 
 
 @router.get("/{session_id}/checkpoints", response_model=CheckpointList)

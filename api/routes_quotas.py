@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import Path, Request, Response
 
 from strands_durable.access import Principal
 from strands_durable.api.auth import client_address
@@ -25,13 +25,14 @@ from strands_durable.api.schemas_quotas import (
     QuotaOut,
     QuotaSetRequest,
 )
+from strands_durable.api.wiring import api_router
 from strands_durable.errors import NotFound
 from strands_durable.models import now_ms
 from strands_durable.sessions import quotas
 from strands_durable.sessions.token_quota import utc_day
 from strands_durable.store.store import Store
 
-router = APIRouter(prefix="/v1", tags=["quotas"])
+router = api_router("/v1", tags=["quotas"])
 NamespacePath = Annotated[str, Path(min_length=1, max_length=63, pattern=NAMESPACE_PATTERN,
                                     description="The namespace", examples=["team-a"])]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Depends, Request, Response
 
 from strands_durable.access import DEFAULT_NAMESPACE
 from strands_durable.api.auth import audit, namespace_of
@@ -22,6 +22,7 @@ from strands_durable.api.schemas_schedules import (
     ScheduleView,
 )
 from strands_durable.api.submission import Submitted, load_only
+from strands_durable.api.wiring import api_router
 from strands_durable.scheduler.schedule_ops import (
     ScheduleOptions,
     checked_options,
@@ -47,8 +48,8 @@ async def default_namespace_only(request: Request) -> None:
                        f"namespace, not {namespace!r}", {"namespace": namespace})
 
 
-router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
-                   dependencies=[Depends(default_namespace_only)])
+router = api_router("/v1/schedules", tags=["schedules"],
+                    dependencies=[Depends(default_namespace_only)])
 NOT_FOUND = error_responses(404, e404="No schedule by that name")
 
 

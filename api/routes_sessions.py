@@ -6,7 +6,7 @@ import mimetypes
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from strands_durable.api import sse
@@ -41,6 +41,7 @@ from strands_durable.api.schemas import (
     error_responses,
 )
 from strands_durable.api.submission import Submitted, plan_submitted, with_webhook
+from strands_durable.api.wiring import api_router
 from strands_durable.models import SessionStatus
 from strands_durable.sessions.deletion import delete_session
 from strands_durable.sessions.history import event_docs
@@ -49,7 +50,7 @@ from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 from strands_durable.sessions.token_quota import TokensExceeded
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = api_router("/v1/sessions", tags=["sessions"])
 
 STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
 # How long a follower's XREAD blocks before a keep-alive (and a check that the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Security
+from fastapi import Depends, Security
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
@@ -19,13 +19,14 @@ from strands_durable.api.schemas import (
     WorkerHealth,
     error_responses,
 )
+from strands_durable.api.wiring import open_router
 from strands_durable.metrics import CONTENT_TYPE, render_api_metrics
 from strands_durable.store.fleet import WorkerInfo, list_workers, liveness_window_s
 from strands_durable.store.outage import REDIS_DOWN
 from strands_durable.store.store import Store
 from strands_durable.version import DATA_FORMAT, __version__
 
-router = APIRouter(tags=["system"])
+router = open_router(tags=["system"])
 PING_TIMEOUT_S = 2.0
 
 

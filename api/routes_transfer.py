@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from strands_durable.api.auth import audit, namespace_of
 from strands_durable.api.deps import SettingsDep, StoreDep, ensure_prepared
 from strands_durable.api.schemas import SessionIdPath
 from strands_durable.api.schemas_transfer import ImportedOut, SessionExport
+from strands_durable.api.wiring import api_router
 from strands_durable.sessions import transfer
 
-router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+router = api_router("/v1/sessions", tags=["sessions"], errors=(409,))
 IMPORT_PATH = "/v1/sessions/import"
 
 

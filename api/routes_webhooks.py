@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Path, Query, Request
 
 from strands_durable.api.auth import namespace_of
 from strands_durable.api.deps import SettingsDep, StoreDep
@@ -16,12 +16,13 @@ from strands_durable.api.schemas_webhooks import (
     WebhookRetried,
     WebhookStateName,
 )
+from strands_durable.api.wiring import api_router
 from strands_durable.models import now_ms
 from strands_durable.settings import DurableSettings
 from strands_durable.store.store import Store
 from strands_durable.store.webhooks import WebhookNotFound, check_webhook_id
 
-router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+router = api_router("/v1/webhooks", tags=["webhooks"])
 MAX_LIST = 500
 
 

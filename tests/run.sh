@@ -56,7 +56,10 @@ if [ "${1:-}" = "--fast" ]; then
   # are slow as a whole: not even imported); fewer processes, as each one collects.
   shift
   workers="${DURABLE_TEST_WORKERS:-4}"
-  lane=(-m "not slow" tests/unit tests/uvloop tests/api tests/attack tests/integration)
+  # schemathesis's pytest plugin (it imports hypothesis whole: ~1 CPU-s in each pytest
+  # process) serves only tests/api/test_openapi_fuzz.py, which is not in this lane.
+  lane=(-p no:schemathesis -m "not slow" tests/unit tests/uvloop tests/api tests/attack
+        tests/integration)
 fi
 # --dist loadgroup: one test at a time to whichever process is free, except the tests of a
 # module sharing a module-scoped fixture (tests/conftest.py groups them), kept together.
