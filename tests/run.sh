@@ -4,7 +4,7 @@
 #
 #   bash tests/run.sh               the whole suite
 #   bash tests/run.sh --fast        the fast lane: the tests not marked slow (docs/testing.md:
-#                                   90-106 s on quiet 2-core machines, by the machine)
+#                                   80-84 s on a quiet 2-core machine)
 #   bash tests/run.sh ARGS...       pytest's own arguments too (a path, -k, -m, -n 0, -x)
 #
 # Unit tests need nothing; integration, end-to-end and chaos tests start their own
