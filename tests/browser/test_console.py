@@ -16,7 +16,7 @@ import pytest
 from helpers import REPO, StepBreakpoints, wait_for
 from helpers.api import HITL, chain_spec, wait_status
 from helpers.console import TOKEN, Console, no_dialogs, sign_in
-from playwright.async_api import Page, expect
+from playwright.async_api import Page, Route, expect
 
 from strands_durable.store.keys import CONSUMER_GROUP
 
@@ -163,6 +163,42 @@ async def test_an_opened_fork_form_stays_open_when_the_page_refreshes(
     await wait_for(settled, what="the refresh to end")
     assert await page.locator("#fork-form-1").evaluate("d => d.open")
     await expect(page.locator("#fork-vars-1")).to_be_visible()
+
+
+async def test_a_read_answered_while_the_user_types_leaves_their_form_alone(
+        console: Console, page: Page) -> None:
+    """A refresh of the live part that was under way when the user began typing must not
+    replace the form under them (CI: a fork's variables, typed while the page's own
+    refresh was in flight, were lost and the fork ran with the old ones). The read is held
+    by the test until the user has typed."""
+    sid = await submit(console, chain_spec(2, name="typing"))
+    await wait_status(console.api, sid, "completed")
+    await sign_in(page, console.url, f"/ui/sessions/{sid}")
+    await expect(page.locator("#feed-state")).to_contain_text("completed")
+
+    async def settled() -> bool:
+        return bool(await page.evaluate("() => !document.getElementById('live').dataset.busy"))
+
+    await wait_for(settled, what="the page's own refreshes to end")
+    held: list[Route] = []
+    await page.route(f"**/ui/sessions/{sid}/live", lambda route: held.append(route))
+    await page.evaluate("() => refresh(document.getElementById('live'))")
+
+    async def asked() -> bool:
+        return len(held) == 1
+
+    await wait_for(asked, what="the refresh to be asked for")
+    await page.get_by_text("Fork from checkpoint 1", exact=True).first.click()
+    await page.locator("#fork-vars-1").fill("topic=kelp")  # the user is in the form
+    await held[0].continue_()
+    await page.unroute(f"**/ui/sessions/{sid}/live")
+    await wait_for(settled, what="the held refresh to be answered")
+    await expect(page.locator("#fork-vars-1")).to_have_value("topic=kelp")
+    assert await page.locator("#live").evaluate("el => el.dataset.stale") == "1"
+    # Once the user leaves the form, the part is read again.
+    await page.locator("#fork-vars-1").blur()
+    await wait_for(settled, what="the refresh after the user left the form")
+    assert await page.locator("#live").evaluate("el => el.dataset.stale") is None
 
 
 async def test_requeue_a_dead_letter_from_the_fleet_page(

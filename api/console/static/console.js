@@ -14,6 +14,12 @@ function refresh(el) {
   el.dataset.busy = "1";
   fetch(el.dataset.refresh, {credentials: "same-origin"}).then(function (r) {
     if (r.ok) return r.text().then(function (html) {
+      // The user may have begun typing while this was read: keep their form as it is,
+      // and read again once they leave it.
+      if (el.contains(document.activeElement) && document.activeElement.form) {
+        el.dataset.stale = "1";
+        return;
+      }
       // A form the user opened stays open: the new HTML has every <details> closed.
       var open = Array.prototype.map.call(el.querySelectorAll("details[open][id]"),
                                           function (d) { return d.id; });
