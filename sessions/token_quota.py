@@ -14,6 +14,7 @@ past its quota.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 
 from strands_durable.access import NamespaceQuota
@@ -25,7 +26,12 @@ DAY_MS = 86_400_000
 
 def utc_day(at_ms: int) -> str:
     """The UTC day of a time in ms: YYYY-MM-DD."""
-    return datetime.fromtimestamp(at_ms / 1000, UTC).strftime("%Y-%m-%d")
+    return _day_text(at_ms // DAY_MS)
+
+
+@functools.lru_cache(maxsize=4)
+def _day_text(day: int) -> str:  # a worker asks at every commit: one day's text, kept
+    return datetime.fromtimestamp(day * (DAY_MS // 1000), UTC).strftime("%Y-%m-%d")
 
 
 def next_midnight_ms(at_ms: int) -> int:
