@@ -83,10 +83,15 @@ async def snapshot(store: Store) -> dict[str, object]:
     """Everything under the test's prefix, by key: equal snapshots, nothing written."""
     found: dict[str, object] = {}
     live = {store.keys.workers(), *(store.keys.beats(k) for k in range(store.keys.shards))}
+    any_id = "00000000-0000-4000-8000-000000000000"
+    live_suffix = store.keys.live(any_id).removeprefix(store.keys.meta(any_id))  # ':live'
     async for key in store.redis.scan_iter(f"{store.keys.prefix}*"):
-        if ":lock:" in key or key in live or (":quota:" in key and ":tokens:" in key):
-            # operator locks' bookkeeping, live workers' heartbeats and beats, and the
-            # tokens of the day the workers write once a second (worker/token_tally.py)
+        if (":lock:" in key or key in live or (":quota:" in key and ":tokens:" in key)
+                or key.endswith(live_suffix)):
+            # operator locks' bookkeeping, live workers' heartbeats and beats, the tokens
+            # of the day the workers write once a second (worker/token_tally.py), and the
+            # sessions' live streams, which a worker flushes after its steps have ended
+            # (worker/live.py: a view written apart from the commits, never by requeue)
             continue
         kind = await store.redis.type(key)
         if kind == "hash":
