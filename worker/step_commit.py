@@ -25,9 +25,9 @@ async def commit_answered(store: Store, spec: Spec, outcome_verdict: str, bytes_
     if outcome_verdict != "ok":
         return
     tokens = result.input_tokens + result.output_tokens
-    namespace = fields.get("namespace") or "default"
     if tokens <= 0:  # a step without a model call (a human's answer, a no-op)
         return
+    namespace = fields.get("namespace") or "default"
     namespace_tokens(namespace, tokens)
     # Added up in the worker and written once a second (worker/token_tally.py).
     tally_of(store).add(namespace, utc_day(now_ms()), tokens)

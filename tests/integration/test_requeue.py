@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from helpers import StepBreakpoints, status_doc, wait_for
+from helpers.attack import moves_by_itself
 from helpers.fake_ollama import FakeOllama, fake_ollama
 
 from strands_durable.errors import DurableError, InvalidTransition, SessionNotFound
@@ -82,16 +83,9 @@ async def status_is(store: Store, sid: str, status: SessionStatus) -> bool:
 async def snapshot(store: Store) -> dict[str, object]:
     """Everything under the test's prefix, by key: equal snapshots, nothing written."""
     found: dict[str, object] = {}
-    live = {store.keys.workers(), *(store.keys.beats(k) for k in range(store.keys.shards))}
-    any_id = "00000000-0000-4000-8000-000000000000"
-    live_suffix = store.keys.live(any_id).removeprefix(store.keys.meta(any_id))  # ':live'
+    moves = moves_by_itself(store)
     async for key in store.redis.scan_iter(f"{store.keys.prefix}*"):
-        if (":lock:" in key or key in live or (":quota:" in key and ":tokens:" in key)
-                or key.endswith(live_suffix)):
-            # operator locks' bookkeeping, live workers' heartbeats and beats, the tokens
-            # of the day the workers write once a second (worker/token_tally.py), and the
-            # sessions' live streams, which a worker flushes after its steps have ended
-            # (worker/live.py: a view written apart from the commits, never by requeue)
+        if ":lock:" in key or moves(key):  # operator locks' bookkeeping, or moving by itself
             continue
         kind = await store.redis.type(key)
         if kind == "hash":
