@@ -3,11 +3,13 @@
 1. Worker CPU per step and commit latency with the live stream on vs off: an in-process
    worker runs one-step sessions whose `scripted` model writes a 100-word reply a word at
    a time (100 stream events a step); the same sessions, the same model. Each round runs
-   both, alternating which goes first, and the row is the median of the rounds' ratios:
-   on this shared 2-core machine one run's CPU per step swings 25-50% from the next, so
-   take many rounds (--rounds 21 --sessions 200). What it depends on: the words per
-   reply (deltas to look at), the flush window (DURABLE_LIVE_FLUSH_MS: round trips), the
-   concurrency (how many sessions share one flush).
+   each side twice, off-on-on-off or on-off-off-on, and the row is the median of the
+   rounds' ratios: on this shared 2-core machine one run's CPU per step swings 25-50%
+   from the next, so take many rounds (--rounds 11 --sessions 200); `--same-code` runs
+   the stream off on both sides, to show what the method reads with nothing to find.
+   What it depends on: the words per reply (deltas to look at), the flush window
+   (DURABLE_LIVE_FLUSH_MS: round trips), the concurrency (how many sessions share one
+   flush).
 
 2. Fan-out: one `durable api` process, 20 running sessions on one worker process, 5 SSE
    clients on each session's GET /v1/sessions/{id}/stream (100 in all). Delta-to-client
@@ -15,7 +17,7 @@
    first word gathered into it) to the moment a client read the entry: it includes the
    flush window, the XADD, the API's XREAD and the HTTP hop. API CPU and RSS printed.
 
-    python -m bench.streaming [--sessions 200] [--rounds 21] [--clients 100]
+    python -m bench.streaming [--sessions 200] [--rounds 11] [--same-code] [--clients 100]
 """
 
 from __future__ import annotations
@@ -103,26 +105,44 @@ async def one_run(redis_url: str, live: bool, sessions: int, concurrency: int,
     return cpu * 1000 / sessions, percentile(commits, 50)
 
 
-async def cpu_row(sessions: int, rounds: int, concurrency: int) -> dict[str, Any]:
-    """Each round runs both, in turn first (off-on, then on-off): the round's ratio
-    compares two runs a few seconds apart, which a shared machine's slow swings touch
-    alike. The row's ratio is the median of the rounds' ratios; the ratios of the
-    medians and of the fastest runs are printed beside it."""
+def round_order(n: int) -> tuple[bool, ...]:
+    """Which side runs when in round `n`: off, on, on, off, then on, off, off, on. Each
+    side's mean over a round cancels a machine that speeds up or slows down steadily
+    through it, and each side holds as many even as odd places in the sequence of runs:
+    with the two sides simply alternating (off, on, then on, off), the same code on both
+    sides read 0.947x and 0.95x here (15 and 14 rounds), 0.987x in these rounds."""
+    return (False, True, True, False) if n % 2 == 0 else (True, False, False, True)
+
+
+async def cpu_row(sessions: int, rounds: int, concurrency: int, same_code: bool = False
+                  ) -> dict[str, Any]:
+    """Each round runs each side twice (round_order); the round's ratio is the mean of
+    its two "on" runs over the mean of its two "off" runs, and the row's ratio is the
+    median of the rounds' ratios (the ratios of the medians and of the fastest runs
+    printed beside it). `same_code`: the "on" side runs with the stream off too, an A/A
+    run that shows what the method reads when there is nothing to find."""
     redis = start_redis()
     try:
         runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        ratios = []
         for n in range(rounds):
-            for live in ((False, True) if n % 2 == 0 else (True, False)):
-                runs[live].append(await one_run(redis.url, live, sessions, concurrency))
+            cpu: dict[bool, list[float]] = {False: [], True: []}
+            for live in round_order(n):
+                run = await one_run(redis.url, live and not same_code, sessions, concurrency)
+                runs[live].append(run)
+                cpu[live].append(run[0])
+            ratios.append(statistics.mean(cpu[True]) / statistics.mean(cpu[False]))
     finally:
         redis.stop()
     off = [c for c, _ in runs[False]]
     on = [c for c, _ in runs[True]]
-    ratios = [a / b for a, b in zip(on, off, strict=True)]
     return {"sessions": sessions, "rounds": rounds, "concurrency": concurrency,
+            "same_code": same_code,
             "cpu_ms_per_step_off": round(statistics.median(off), 3),
             "cpu_ms_per_step_on": round(statistics.median(on), 3),
             "cpu_ratio": round(statistics.median(ratios), 3),
+            "cpu_ratio_quartiles": [round(q, 3) for q in statistics.quantiles(ratios, n=4)]
+            if len(ratios) > 1 else [],
             "cpu_ratio_of_medians": round(statistics.median(on) / statistics.median(off), 3),
             "cpu_ratio_of_fastest": round(min(on) / min(off), 3),
             "commit_p50_ms_off": round(statistics.median(p for _, p in runs[False]), 3),
@@ -263,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.streaming", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--rounds", type=int, default=11,
+                        help="rounds of the CPU row, four runs each (default 11)")
+    parser.add_argument("--same-code", action="store_true",
+                        help="the CPU row with the stream off on both sides (A/A): what "
+                             "the method reads when there is nothing to find")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--fanout-sessions", type=int, default=20)
@@ -273,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = set(args.rows.split(","))
-    cpu = asyncio.run(cpu_row(args.sessions, args.rounds, args.concurrency)) \
+    cpu = asyncio.run(cpu_row(args.sessions, args.rounds, args.concurrency, args.same_code)) \
         if "cpu" in rows else None
     fan = asyncio.run(fanout_row(args.fanout_sessions, args.clients, args.word_delay_s,
                                  args.logdir)) if "fanout" in rows else None
@@ -281,8 +305,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"cpu": cpu, "fanout": fan}, indent=2))
         return 0
     if cpu is not None:
-        print(f"live stream, worker CPU: {cpu['cpu_ratio']}x on vs off, the median of "
-              f"{cpu['rounds']} rounds' ratios (target <= 1.05x; ratio of the medians "
+        sides = "A/A, the stream off on both sides" if cpu["same_code"] else "on vs off"
+        print(f"live stream, worker CPU: {cpu['cpu_ratio']}x {sides}, the median of "
+              f"{cpu['rounds']} rounds' ratios, quartiles {cpu['cpu_ratio_quartiles']} "
+              f"(target <= 1.05x; ratio of the medians "
               f"{cpu['cpu_ratio_of_medians']}x, {cpu['cpu_ms_per_step_on']} vs "
               f"{cpu['cpu_ms_per_step_off']} ms/step; of the fastest runs "
               f"{cpu['cpu_ratio_of_fastest']}x); commit p50 {cpu['commit_p50_ms_on']} ms on "
