@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,31 +74,32 @@ class PrivateRedis:
 
 
 def start_redis(extra: list[str] | None = None, workdir: Path | None = None,
-                port: int | None = None) -> PrivateRedis:
+                port: int | None = None, launcher: Sequence[str] = ()) -> PrivateRedis:
     """A redis-server on a free port (or `port`: a restart of one killed), answering PING;
     RuntimeError if it cannot start. A free port that another process took before the
-    server could bind it (a server that exits at once) is retried on another port."""
+    server could bind it (a server that exits at once) is retried on another port.
+    `launcher`: a command the server runs under (valgrind), given minutes to answer."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed (apt-get install -y redis-server)")
     for _ in range(1 if port else 5):
-        server = _start(binary, port or free_port(), extra or [], workdir)
+        server = _start(binary, port or free_port(), extra or [], workdir, launcher)
         if server is not None:
             return server
     raise RuntimeError(f"redis-server did not start (last port tried: {port})")
 
 
-def _start(binary: str, port: int, extra: list[str], workdir: Path | None
-           ) -> PrivateRedis | None:
+def _start(binary: str, port: int, extra: list[str], workdir: Path | None,
+           launcher: Sequence[str] = ()) -> PrivateRedis | None:
     """The server on `port` once it answers as itself (its pid), or None if it exited."""
     cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
            "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"]
     # Its own directory always: nothing it might write (a replica's sync) lands in the repo.
     cmd += ["--dir", str(workdir or tempfile.mkdtemp(prefix="durable-redis-"))]
-    process = subprocess.Popen(cmd + extra, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([*launcher, *cmd, *extra], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     server = PrivateRedis(port, process)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + (300 if launcher else 30)
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return None  # the port was taken: the caller tries another

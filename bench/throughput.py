@@ -87,9 +87,11 @@ async def _wait(check: Callable[[], Awaitable[bool]], timeout_s: float, what: st
 
 
 async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, sessions: int,
-                   steps: int, concurrency: int, timeout_s: float) -> ThroughputResult:
+                   steps: int, concurrency: int, timeout_s: float,
+                   clock: Callable[[bool], None] | None = None) -> ThroughputResult:
     """Start `workers` worker processes, wait for their heartbeats, then time the
-    submission and completion of `sessions` chains of `steps` steps."""
+    submission and completion of `sessions` chains of `steps` steps. `clock` is told
+    when the timed part starts (True) and ends (False)."""
     prefix = fresh_prefix("noop" if noop else "scripted")
     settings = DurableSettings(redis_url=redis_url, key_prefix=prefix,
                                worker_concurrency=concurrency)
@@ -128,11 +130,15 @@ async def run_ours(redis_url: str, logdir: Path, *, workers: int, noop: bool, se
             return sum(counts[:len(done_keys)]) >= sessions
 
         before = await RedisSnapshot.take(store.redis)
+        if clock is not None:
+            clock(True)
         t0 = time.perf_counter()
         results = await asyncio.gather(*(start_session(store, loaded) for _ in range(sessions)))
         assert all(created for _, created in results)
         await _wait(finished, timeout_s, f"{sessions} sessions to complete", procs)
         elapsed = time.perf_counter() - t0
+        if clock is not None:
+            clock(False)
         after = await RedisSnapshot.take(store.redis)
         procs.stop()
         cost = RedisCost.between(before, after, sessions * steps, own_reads=polls)

@@ -21,7 +21,7 @@ end
 
 -- The entry is pending and delivered to `consumer`: the fence every write checks.
 local function owns(stream, group, entry_id, consumer)
-  local p = redis.call('XPENDING', stream, group, entry_id, entry_id, 1)
+  local p = redis.call('XPENDING', stream, group, entry_id, entry_id, '1')
   return p[1] ~= nil and p[1][2] == consumer
 end
 
@@ -130,7 +130,7 @@ end
 -- (store/script_gate.py TakeSpelling, ten ARGV from `at`): undeclared keys, all in the
 -- shard's hash-tag slot. The fence holds by construction: the entry is pending under
 -- `consumer` from the XREADGROUP in the same script.
-local RESULTS_TAIL = 4  -- the newest results a take brings a worker that lacks them
+local RESULTS_TAIL = '-4'  -- the newest results a take brings a worker that lacks them
 local UUID = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$'
 
 local function read_spelling(at, now_iso, events_max)
@@ -147,7 +147,7 @@ local function read_spelling(at, now_iso, events_max)
   local fair_prefix = ARGV[at + 9]
   return {prefix = session_prefix, results = results, order = order, events = events,
           held = held, journal = journal_prefix, conversation = conversation_prefix,
-          wanted = cjson.decode(wanted), page = tonumber(page), now = now_iso,
+          wanted = cjson.decode(wanted), page_from = '-' .. page, now = now_iso,
           events_max = events_max, fair = fair_prefix}
 end
 
@@ -197,12 +197,12 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
   local order_len = redis.call('LLEN', meta .. sp.order)
   local tail = {}
   if order_len > 0 and last_by ~= consumer then
-    local keys = redis.call('LRANGE', meta .. sp.order, -RESULTS_TAIL, -1)
+    local keys = redis.call('LRANGE', meta .. sp.order, RESULTS_TAIL, '-1')
     tail = redis.call('HMGET', meta .. sp.results, unpack(keys))
   end
   return {id, raw, 'run', values, order_len,
     redis.call('HGETALL', meta .. sp.journal .. step), redis.call('LLEN', conversation),
-    redis.call('LRANGE', conversation, -sp.page, -1), tail}
+    redis.call('LRANGE', conversation, sp.page_from, '-1'), tail}
 end
 
 -- Fair dispatch between namespaces (docs/tenants.md). A shard's state, all under

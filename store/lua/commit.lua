@@ -127,7 +127,7 @@ if answers_human == '1' and status == 'paused' and decided ~= 'paused' then
   redis.call('DEL', held_key)
   redis.call('HSET', meta_key, 'paused_reason', '')
   unpause_clock(meta_key, now)
-  status = set_status_from(meta_key, session_id, status, 'running', now)
+  status = set_status_from(meta_key, session_id, status, 'running', now_ms)
 end
 if status == 'failed' then
   -- A sibling step failed the session while this one ran: hold what this one
@@ -140,11 +140,11 @@ elseif status == 'paused' then
   for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job) end
   jobs = {}
   if decided == 'completed' or decided == 'failed' then
-    status = set_status_from(meta_key, session_id, status, decided, now)
+    status = set_status_from(meta_key, session_id, status, decided, now_ms)
   end
 else
   if decided ~= status then
-    status = set_status_from(meta_key, session_id, status, decided, now)
+    status = set_status_from(meta_key, session_id, status, decided, now_ms)
   end
   if decided == 'paused' then
     for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job) end
@@ -153,20 +153,20 @@ else
 end
 if decided == 'failed' then redis.call('HSET', meta_key, 'error', reason) end
 if decided == 'paused' then
-  redis.call('HSET', meta_key, 'paused_reason', reason, 'paused_at_ms', now)
+  redis.call('HSET', meta_key, 'paused_reason', reason, 'paused_at_ms', now_ms)
 end
 for _, job in ipairs(jobs) do enqueue(stream_key, job) end
 -- A namespace other than `default` with steps on the stream makes the shard's takes
 -- fair (_lib.lua); `default` alone writes nothing here.
 if namespace and #jobs > 0 then
   local sp = read_spelling(spelling_at, now_iso, events_max)
-  redis.call('ZADD', sp.fair .. ':on', now, namespace)
+  redis.call('ZADD', sp.fair .. ':on', now_ms, namespace)
 end
 
 -- last_by: who committed last (a take brings another worker the newest results). The
 -- step count and the version as HINCRBY would leave them (read above, not changed since
 -- by this script): one write of the meta hash.
-local new_version = (tonumber(version) or 0) + 1
+local new_version = tostring((tonumber(version) or 0) + 1)
 redis.call('HSET', meta_key, 'state', state, 'waiting', waiting, 'updated_at', now_iso,
   'last_by', consumer, 'steps', steps_done + 1, 'version', new_version)
 if not is_terminal(status) then
@@ -182,7 +182,7 @@ if conversation_mode ~= 'none' then
 end
 redis.call('RPUSH', checkpoints_key, checkpoint)
 add_events(events_key, events, events_max)
-touch_indexes(session_id, status, now)  -- updated_at is set with the state above
+touch_indexes(session_id, status, now_ms)  -- updated_at is set with the state above
 local fa = read_fair(fair_at)
 if carried then
   ack(stream_key, group, entry_id)
@@ -206,7 +206,7 @@ if want > 0 and carried then
   if #taken > 0 then  -- kept for a retry of this commit (above), as long as one can come
     local ids = {}
     for i, item in ipairs(taken) do ids[i] = item[1] end
-    pcall(redis.call, 'SET', took_key, table.concat(ids, ' '), 'PX', 900000)
+    pcall(redis.call, 'SET', took_key, table.concat(ids, ' '), 'PX', '900000')
   end
 end
-return {'ok', tostring(new_version), status, position, taken}
+return {'ok', new_version, status, position, taken}
