@@ -20,6 +20,7 @@ from strands_durable.api.schemas_access import (
 from strands_durable.api.wiring import api_router
 from strands_durable.models import now_ms
 from strands_durable.sessions import access
+from strands_durable.store.keys import STREAM_ID_PATTERN
 
 router = api_router("/v1", tags=["access"])
 TokenIdPath = Annotated[str, Path(min_length=12, max_length=12, pattern=r"^[0-9a-f]{12}$",
@@ -59,7 +60,7 @@ async def revoke_token(token_id: TokenIdPath, request: Request, store: StoreDep)
 @router.get("/audit", response_model=AuditPage)
 async def audit(request: Request, store: StoreDep,
                 limit: Annotated[int, Query(ge=1, le=access.MAX_AUDIT_PAGE)] = 50,
-                before: Annotated[str | None, Query(max_length=41, pattern=r"^\d+(-\d+)?$",
+                before: Annotated[str | None, Query(max_length=41, pattern=STREAM_ID_PATTERN,
                                                     description="next_before of the page "
                                                     "before")] = None) -> AuditPage:
     """The namespace's audit trail, newest first: who did what, when and from where."""

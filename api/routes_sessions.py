@@ -8,6 +8,7 @@ from typing import Annotated
 
 from fastapi import Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import AfterValidator
 
 from strands_durable.api import sse
 from strands_durable.api.auth import admitted_stream, audit, namespace_of
@@ -49,10 +50,21 @@ from strands_durable.sessions.quotas import QuotaExceeded, create_within_quota
 from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 from strands_durable.sessions.token_quota import TokensExceeded
+from strands_durable.store.keys import STREAM_ID_FORM, STREAM_ID_PATTERN, is_stream_id
 
 router = api_router("/v1/sessions", tags=["sessions"])
 
-STREAM_ID = r"^\d{1,20}(-\d{1,20})?$"
+
+
+def _stream_id(value: str | None) -> str | None:
+    if value is not None and not is_stream_id(value):
+        raise ValueError(STREAM_ID_FORM)
+    return value
+
+
+# An entry id a client resumes from (a query parameter or Last-Event-ID): 422 naming it
+# when Redis would refuse it.
+StreamIdCheck = AfterValidator(_stream_id)
 # How long a follower's XREAD blocks before a keep-alive (and a check that the
 # session still exists); an app may lower it (tests do).
 DEFAULT_FOLLOW_BLOCK_MS = 5_000
@@ -147,11 +159,13 @@ async def events(
     store: StoreDep,
     follow: Annotated[bool, Query(description="Stream new events (SSE) until the session "
                                   "ends")] = False,
-    after: Annotated[str | None, Query(pattern=STREAM_ID,
-                                       description="Only events after this id")] = None,
+    after: Annotated[str | None, Query(pattern=STREAM_ID_PATTERN,
+                                       description="Only events after this id"),
+                     StreamIdCheck] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1_000,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID",
-                                                pattern=STREAM_ID)] = None,
+                                                pattern=STREAM_ID_PATTERN),
+                             StreamIdCheck] = None,
 ) -> Response | EventPage:
     """The session's events, oldest first."""
     await store.get_session(session_id)  # 404 for an unknown id, before any stream starts
@@ -178,10 +192,12 @@ async def stream(
     request: Request,
     store: StoreDep,
     followers: LiveFollowersDep,
-    after: Annotated[str | None, Query(pattern=STREAM_ID,
-                                       description="Only entries after this id")] = None,
+    after: Annotated[str | None, Query(pattern=STREAM_ID_PATTERN,
+                                       description="Only entries after this id"),
+                     StreamIdCheck] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID",
-                                                pattern=STREAM_ID)] = None,
+                                                pattern=STREAM_ID_PATTERN),
+                             StreamIdCheck] = None,
 ) -> StreamingResponse:
     """What the session's models write, as they write it: text deltas (batched), the tools
     they ask for, each turn's end, and each attempt of a step (with how many turns it

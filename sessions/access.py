@@ -20,6 +20,7 @@ from strands_durable.access import (
 from strands_durable.errors import InvalidId, InvalidInput, NotFound
 from strands_durable.models import now_ms
 from strands_durable.store.access import TooManyTokens
+from strands_durable.store.keys import STREAM_ID_FORM, is_stream_id
 from strands_durable.store.store import Store
 
 MAX_EXPIRY_S = 10 * 365 * 86_400
@@ -133,13 +134,8 @@ async def audit_page(store: Store, namespace: str, limit: int = 50,
                      before: str | None = None) -> list[AuditEntry]:
     if not 1 <= limit <= MAX_AUDIT_PAGE:
         raise InvalidInput(f"limit must be 1 to {MAX_AUDIT_PAGE}")
-    if before is not None and not _is_entry_id(before):
+    if before is not None and not is_stream_id(before):
         raise InvalidInput(f"before: {before[:40]!r} is not an audit entry id "
-                           "(as `id` of an entry)")
+                           f"(as `id` of an entry: {STREAM_ID_FORM})")
     return await store.audit_page(namespace, limit, before)
 
-
-def _is_entry_id(text: str) -> bool:
-    ms, sep, seq = text.partition("-")
-    return (len(text) <= 41 and ms.isascii() and ms.isdigit()
-            and (not sep or (seq.isascii() and seq.isdigit())))

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from strands_durable.access import DEFAULT_NAMESPACE, AuditEntry, TokenRecord
 from strands_durable.store.codec import as_entries, as_str
+from strands_durable.store.keys import range_before
 from strands_durable.store.quotas import QuotaOps
 from strands_durable.store.script_access import TokenSaveArgs, TokenSaveKeys
 
@@ -90,7 +91,9 @@ class AccessOps(QuotaOps):
     async def audit_page(self, namespace: str, count: int, before: str | None = None
                          ) -> list[AuditEntry]:
         """The newest `count` entries of a namespace's trail (older than `before`)."""
-        top = f"({before}" if before else "+"
+        top = range_before(before) if before else "+"
+        if top is None:
+            return []
         rows = as_entries(await self.redis.xrevrange(self.keys.audit(namespace), top, "-",
                                                      count=count))
         entries = []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries
+from strands_durable.store.keys import range_after
 from strands_durable.store.records import StreamEntry
 from strands_durable.store.script_operator import LiveAppendArgs, LiveAppendKeys
 
@@ -54,7 +55,9 @@ class LiveOps(StoreBase):
 
     async def live_entries(self, session_id: str, after: str = "-", count: int | None = None
                            ) -> list[StreamEntry]:
-        start = after if after == "-" else f"({after}"
+        start = after if after == "-" else range_after(after)
+        if start is None:
+            return []
         return as_entries(await self.redis.xrange(self.keys.live(session_id), start, "+",
                                                   count=count))
 

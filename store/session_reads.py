@@ -12,6 +12,7 @@ from strands_durable.models import SessionStatus, StepResult
 from strands_durable.store.base import StoreBase
 from strands_durable.store.codec import as_entries, as_str, as_str_map
 from strands_durable.store.conversation import PAGE, restore
+from strands_durable.store.keys import range_after
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
 from strands_durable.store.script_operator import (
     LaneKeys,
@@ -57,7 +58,9 @@ class SessionReads(StoreBase):
 
     async def events(self, session_id: str, after: str = "-", count: int | None = None
                      ) -> list[StreamEntry]:
-        start = after if after == "-" else f"({after}"
+        start = after if after == "-" else range_after(after)
+        if start is None:
+            return []
         entries = await self.redis.xrange(self.keys.events(session_id), start, "+", count=count)
         return as_entries(entries)
 

@@ -28,7 +28,7 @@ from strands_durable.api.console.common import (
 )
 from strands_durable.api.console.views import conversation_view, shape, timeline
 from strands_durable.api.deps import get_live_followers, get_store
-from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS, STREAM_ID
+from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS
 from strands_durable.models import EventType
 from strands_durable.sessions import control
 from strands_durable.sessions.checkpoints import (
@@ -40,7 +40,7 @@ from strands_durable.sessions.requeue import requeue
 from strands_durable.sessions.status import session_status
 from strands_durable.spec.loader import parse_var_args
 from strands_durable.spec.model import parse_spec
-from strands_durable.store.keys import check_name
+from strands_durable.store.keys import STREAM_ID_FORM, check_name, is_stream_id
 
 router = APIRouter(prefix="/ui/sessions", include_in_schema=False)
 MAX_EVENTS = 2_000  # read for the timeline; the page lists the latest EVENTS_SHOWN
@@ -92,8 +92,8 @@ async def feed(request: Request, sid: str) -> Response:
         return refused
     checked, store = session_id_of(sid), get_store(request)
     after = request.headers.get("last-event-id") or request.query_params.get("after") or "0-0"
-    if not re.fullmatch(STREAM_ID, after):
-        return PlainTextResponse("after: not an event id", status_code=422)
+    if not is_stream_id(after):
+        return PlainTextResponse(f"after: not {STREAM_ID_FORM}", status_code=422)
     block_ms = getattr(request.app.state, "follow_block_ms", DEFAULT_FOLLOW_BLOCK_MS)
     return StreamingResponse(sse.event_stream(store, checked, after, block_ms),
                              media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
@@ -132,8 +132,8 @@ async def stream(request: Request, sid: str) -> Response:
         return refused
     checked = session_id_of(sid)
     after = request.headers.get("last-event-id") or "0-0"
-    if not re.fullmatch(STREAM_ID, after):
-        return PlainTextResponse("Last-Event-ID: not an entry id", status_code=422)
+    if not is_stream_id(after):
+        return PlainTextResponse(f"Last-Event-ID: not {STREAM_ID_FORM}", status_code=422)
     return StreamingResponse(sse.live_stream(get_live_followers(request), checked, after),
                              media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
