@@ -37,6 +37,7 @@ from strands_durable.planning.advance import timeout_job, waiting_entry, waiting
 from strands_durable.planning.budgets import Spend, exceeded, limits
 from strands_durable.sessions.control import session_lock
 from strands_durable.spec.model import Spec, parse_spec
+from strands_durable.spec.variables import check_variables_size
 from strands_durable.store.store import NewFork, SessionRecord, Store
 
 # Events that make the step they name (and every checkpoint after it) not clean.
@@ -300,6 +301,7 @@ async def fork_from_checkpoint(store: Store, session_id: str, n: int, *,
         unclean = unclean_steps(await store.events(session_id))
         spec = parse_spec(await store.spec_json(session_id))
     merged_vars = {**original.variables, **(variables or {})}
+    check_variables_size(merged_vars, f"session {session_id}, checkpoint {n}")
     overrides = {**json.loads(original.raw.get("budget_overrides") or "{}"),
                  **(budget_sets or {})}
     usage = token_usage(results)

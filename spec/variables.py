@@ -13,7 +13,12 @@ from strands_durable.errors import SpecError
 from strands_durable.spec.model import Inputs, InputVarSpec, Spec
 from strands_durable.spec.problems import short
 
-__all__ = ["resolve_variables"]
+__all__ = ["MAX_VARIABLES_BYTES", "check_variables_size", "resolve_variables"]
+
+# A session's variables together, as JSON: what a submit's body can carry beside its spec.
+# Resume, fork and a schedule's change put new values over the stored ones, so each checks
+# the merged whole: merges repeated cannot grow a session or a schedule past it.
+MAX_VARIABLES_BYTES = 256 * 1024
 
 _TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "off", "0"})
@@ -38,7 +43,15 @@ def resolve_variables(spec: Spec, overrides: Mapping[str, Any], source: str) -> 
                 f"inputs.required.{name}",
                 f"required input {name!r} has no value; give it one among the variables",
             )
+    check_variables_size(variables, source)
     return variables
+
+
+def check_variables_size(variables: Mapping[str, Any], source: str) -> None:
+    size = len(json.dumps(variables, default=str, ensure_ascii=False).encode())
+    if size > MAX_VARIABLES_BYTES:
+        raise SpecError(source, "variables", f"{size:,} bytes as JSON, with the values "
+                        f"already stored; the limit is {MAX_VARIABLES_BYTES:,} bytes")
 
 
 def _coerce(name: str, raw: Any, declared: InputVarSpec | None, source: str) -> Any:
