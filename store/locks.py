@@ -27,7 +27,7 @@ class Lock:
     redis: Redis
     scripts: Scripts
     key: str
-    fence_key: str
+    fence_key: str | None  # None: no fencing token (a lock for a short body, `locked`)
     ttl_ms: int = 30_000
     token: str = ""
     fence: int = 0
@@ -39,7 +39,8 @@ class Lock:
         while True:
             if await self.redis.set(self.key, token, nx=True, px=self.ttl_ms):
                 self.token = token
-                self.fence = int(await self.redis.incr(self.fence_key))
+                if self.fence_key is not None:
+                    self.fence = int(await self.redis.incr(self.fence_key))
                 return True
             if asyncio.get_running_loop().time() >= deadline:
                 return False
@@ -67,8 +68,10 @@ class Lock:
 @asynccontextmanager
 async def locked(redis: Redis, scripts: Scripts, key: str, *, ttl_ms: int = 30_000,
                  wait_s: float = 5.0) -> AsyncIterator[Lock]:
-    """Hold `key` for the body; LockNotAcquired if someone else keeps it past `wait_s`."""
-    lock = Lock(redis, scripts, key, f"{key}:fence", ttl_ms)
+    """Hold `key` for the body; LockNotAcquired if someone else keeps it past `wait_s`.
+    No fencing token: nothing reads one for a body this short, and a counter written for a
+    session by an action that waited for its delete would outlive the session."""
+    lock = Lock(redis, scripts, key, None, ttl_ms)
     if not await lock.acquire(wait_s=wait_s):
         raise LockNotAcquired(key)
     try:

@@ -80,8 +80,9 @@ class RunnerState(StrEnum):
 class RunnerLock:
     def __init__(self, store: Store, session_id: str, ttl_ms: int = RUNNER_TTL_MS) -> None:
         self.session_id = session_id
-        self.lock: Lock = store.new_lock(f"runner:{session_id}", ttl_ms=ttl_ms,
-                                         shard=store.keys.shard(session_id))
+        name, shard = f"runner:{session_id}", store.keys.shard(session_id)
+        self.lock: Lock = store.new_lock(name, ttl_ms=ttl_ms, shard=shard)
+        self.fence_key = store.keys.lock_fence(name, shard)
 
     async def holder(self) -> tuple[Holder, str] | None:
         raw = await self.lock.redis.get(self.lock.key)
@@ -95,7 +96,7 @@ class RunnerLock:
         for _ in range(5):
             if await self.lock.redis.set(self.lock.key, value, nx=True, px=self.lock.ttl_ms):
                 self.lock.token = value
-                self.lock.fence = int(await self.lock.redis.incr(self.lock.fence_key))
+                self.lock.fence = int(await self.lock.redis.incr(self.fence_key))
                 return me
             current = await self.holder()
             if current is None:
@@ -116,5 +117,5 @@ class RunnerLock:
         current = await self.holder()
         if current is not None:
             return RunnerState.DEAD if current[0].dead() else RunnerState.LIVE
-        ran = await self.lock.redis.exists(self.lock.fence_key)
+        ran = await self.lock.redis.exists(self.fence_key)
         return RunnerState.DEAD if ran else RunnerState.NONE

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from helpers import wait_for
 
-from strands_durable.errors import LockLost, LockNotAcquired
+from strands_durable.errors import LockLost, LockNotAcquired, SessionNotFound
+from strands_durable.sessions.control import pause
+from strands_durable.sessions.deletion import delete_locked
+from strands_durable.sessions.start import start_session
+from strands_durable.spec.loader import load_spec_text
 from strands_durable.store.locks import Lock, locked
 from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
+
+SPEC = """
+version: 0
+name: locks
+runtime: {provider: scripted}
+agents: {a: {prompt: "You answer."}}
+pattern: {type: chain, config: {steps: [{agent: a, input: "hi"}]}}
+"""
 
 
 def make(store: Store, ttl_ms: int = 5_000) -> Lock:
@@ -56,3 +70,28 @@ async def test_context_manager_waits_then_gives_up(store: Store) -> None:
     async with locked(store.redis, store.scripts, holder.key, wait_s=0.1) as lock:
         assert await lock.held()
     assert not await store.redis.exists(holder.key)
+
+
+async def test_an_action_that_waited_for_a_delete_leaves_nothing_behind(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pause that found the session, then waited for its lock while a delete held it,
+    takes the lock after the delete and is refused: the lock it took leaves no key (its
+    fencing counter outlived the session, without expiry, 2 times in 5 of a race)."""
+    sid, _ = await start_session(store, load_spec_text(SPEC, "locks.yaml"))
+    found = asyncio.Event()
+    exists = store.exists
+
+    async def seen(session_id: str) -> bool:
+        answer = await exists(session_id)
+        found.set()
+        return answer
+
+    monkeypatch.setattr(store, "exists", seen)
+    async with store.locked(f"session:{sid}", shard=store.keys.shard(sid)):
+        pausing = asyncio.create_task(pause(store, sid))
+        await found.wait()  # past its check: it waits for the lock held here
+        await delete_locked(store, sid)
+    with pytest.raises(SessionNotFound):
+        await pausing
+    left = [key async for key in store.redis.scan_iter(match=f"*{sid}*")]
+    assert left == []
