@@ -79,7 +79,8 @@ def create_app(settings: DurableSettings | None = None) -> FastAPI:
     app.state.prepared = False
     errors.install(app)
     # An import's body is a whole session: its own, larger, limit.
-    app.add_middleware(BodyLimit, larger={routes_transfer.IMPORT_PATH: settings.max_import_bytes})
+    app.add_middleware(BodyLimit, larger={routes_transfer.IMPORT_PATH: settings.max_import_bytes},
+                       timeout_s=settings.api_body_timeout_s)
     # The routers' own route objects, made once at import and shared by every app of the
     # process (api/wiring.py): not included, which would build each route again per app.
     for router in ROUTERS:

@@ -31,7 +31,8 @@ log = logging.getLogger("durable.api")
 ERROR_CODES: tuple[str, ...] = (
     # the HTTP edge
     "unauthorized", "forbidden", "too_many_failures", "invalid_request", "invalid_cursor",
-    "method_not_allowed", "http_error", "payload_too_large", "artifact_not_found",
+    "method_not_allowed", "http_error", "payload_too_large", "unsupported_media_type",
+    "request_timeout", "artifact_not_found",
     "redis_unavailable", "internal_error",
     # the domain errors, by kind: invalid input (422)
     "invalid_input", "invalid_id", "invalid_spec", "invalid_token_request", "template_error",

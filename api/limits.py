@@ -1,10 +1,14 @@
 """Request size limits: a spec is at most 256 KiB, and no request body may be larger
 than twice that (JSON escaping of YAML text, plus variables). Both the declared
 Content-Length and the bytes actually received are checked, so a chunked body or a
-missing header cannot get past."""
+missing header cannot get past. A body must also arrive whole within BODY_TIMEOUT_S (a
+client that declares 100 bytes and sends 2 held its connection for good: 408), and a
+body sent to /v1 must say it is JSON (415 naming the type sent, not a 422 about a
+dictionary)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -14,6 +18,7 @@ from strands_durable.api.errors import error_body
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_BODY_BYTES = 2 * MAX_SPEC_BYTES
+BODY_TIMEOUT_S = 30.0
 
 
 def too_large(what: str, size: int | None, limit: int) -> dict[str, Any]:
@@ -26,10 +31,13 @@ class BodyLimit:
     """Pure ASGI middleware: buffer the body up to `limit` bytes, answer 413 past it."""
 
     def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES,
-                 larger: dict[str, int] | None = None) -> None:
+                 larger: dict[str, int] | None = None, timeout_s: float = BODY_TIMEOUT_S
+                 ) -> None:
         self.app = app
         self.limit = limit
-        self.larger = larger or {}  # path -> its own limit (a session import's)
+        # path -> its own limit (a session import's, whose route reads the bytes itself)
+        self.larger = larger or {}
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -42,19 +50,35 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await _reply(send, 413, too_large("the request body", None, limit))
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        await _reply(send, 413, too_large("the request body", None, limit))
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await _reply(send, 408, error_body(
+                "request_timeout", f"the request body did not arrive within "
+                f"{self.timeout_s:g} s ({size} bytes came)", {"received_bytes": size}))
+            return
         body = b"".join(chunks)
+        path = scope.get("path", "")
+        if body and path.startswith("/v1/") and path not in self.larger:
+            sent = _content_type(scope)
+            if not _is_json(sent):
+                await _reply(send, 415, error_body(
+                    "unsupported_media_type", f"the request body must be JSON: send "
+                    f"Content-Type: application/json (this one was {sent[:60]!r})",
+                    {"content_type": sent[:200]}))
+                return
         replayed = False
 
         async def replay() -> Message:
@@ -65,6 +89,19 @@ class BodyLimit:
             return await receive()  # later reads wait for the disconnect, as usual
 
         await self.app(scope, replay, send)
+
+
+def _content_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return value.decode("latin-1")
+    return ""
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                            and media.endswith("+json"))
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -20,7 +20,7 @@ from strands_durable.api.schemas_access import (
 from strands_durable.api.wiring import api_router
 from strands_durable.models import now_ms
 from strands_durable.sessions import access
-from strands_durable.store.keys import STREAM_ID_PATTERN
+from strands_durable.store.codec import STREAM_ID_PATTERN
 
 router = api_router("/v1", tags=["access"])
 TokenIdPath = Annotated[str, Path(min_length=12, max_length=12, pattern=r"^[0-9a-f]{12}$",

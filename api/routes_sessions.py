@@ -50,7 +50,7 @@ from strands_durable.sessions.quotas import QuotaExceeded, create_within_quota
 from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 from strands_durable.sessions.token_quota import TokensExceeded
-from strands_durable.store.keys import STREAM_ID_FORM, STREAM_ID_PATTERN, is_stream_id
+from strands_durable.store.codec import STREAM_ID_FORM, STREAM_ID_PATTERN, is_stream_id
 
 router = api_router("/v1/sessions", tags=["sessions"])
 

@@ -42,7 +42,6 @@ def _valid(check: Callable[[str], str]) -> AfterValidator:
             return check(value)
         except InvalidId as exc:
             raise ValueError(str(exc)) from None
-
     return AfterValidator(validate)
 
 
@@ -321,6 +320,7 @@ ERROR_DESCRIPTIONS = {
     404: "No such session",
     409: "The session's status forbids this action",
     413: "The request body (512 KiB) or the spec (DURABLE_MAX_SPEC_BYTES) is over its limit",
+    415: "A request body that is not sent as JSON (Content-Type: application/json)",
     422: "Invalid request or spec (details name the field)",
     503: "Redis unreachable",
 }
@@ -333,8 +333,9 @@ ERROR_EXAMPLES: dict[int, list[tuple[str, str, dict[str, Any]]]] = {
            "(Authorization: Bearer <token>)", {})],
     403: [("forbidden", "this token's role (read) may not do this: it needs operate",
            {"needs": "operate", "token": "3f9a0c7e1b2d"})],
-    429: [("too_many_failures", "too many failed sign-ins from this address; retry in 41 s",
-           {})],
+    415: [("unsupported_media_type", "the request body must be JSON: send Content-Type: "
+           "application/json (this one was 'text/plain')", {"content_type": "text/plain"})],
+    429: [("too_many_failures", "too many failed sign-ins from this address; retry in 41s", {})],
     404: [("session_not_found", f"no session {_SID}", {"session_id": _SID}),
           ("checkpoint_not_found", f"session {_SID}: there is no checkpoint 9 (checkpoints "
            "1..3)", {"session_id": _SID, "n": 9, "count": 3}),
@@ -350,8 +351,7 @@ ERROR_EXAMPLES: dict[int, list[tuple[str, str, dict[str, Any]]]] = {
            "524288 bytes", {"limit_bytes": 524288})],
     422: [("invalid_request", "body.spec: Field required",
            {"errors": [{"loc": ["body", "spec"], "msg": "Field required", "type": "missing"}]}),
-          ("invalid_spec", "spec: pattern.type: 'chian' is not one of chain, workflow, ...",
-           {})],
+          ("invalid_spec", "spec: pattern.type: 'chian' is not one of chain, workflow...", {})],
     503: [("redis_unavailable", "cannot reach Redis (Connection refused)", {}),
           ("overloaded", "the API is loading as many specs as it may (2 at once, "
            "DURABLE_API_RENDER_WORKERS; 8 waiting, DURABLE_API_RENDER_QUEUE); nothing was "

@@ -18,8 +18,8 @@ from fastapi.params import Depends as Dependency
 from strands_durable.api.auth import require_token
 from strands_durable.api.schemas import error_responses, operation_id
 
-# BodyLimit answers 413 before any route runs, so every route may answer it.
-ERRORS = (401, 403, 404, 413, 422, 429, 503)
+# BodyLimit answers 413 and 415 before any route runs, so every route may answer them.
+ERRORS = (401, 403, 404, 413, 415, 422, 429, 503)
 
 
 def api_router(prefix: str = "", *, tags: list[str], errors: Sequence[int] = (),

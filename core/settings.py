@@ -229,6 +229,9 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # is answered 503 with Retry-After (api/render_stage.py).
     api_render_workers: int = Field(default=2, ge=1, le=64)
     api_render_queue: int = Field(default=8, ge=0, le=1024)
+    # A request's body must arrive whole within this, or the API answers 408 and closes
+    # the connection (a client that sends less than it declared held it for good).
+    api_body_timeout_s: float = Field(default=30.0, gt=0, le=3_600)
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit|after_tool):[1-9][0-9]*)?$")

@@ -20,7 +20,7 @@ from strands_durable.access import (
 from strands_durable.errors import InvalidId, InvalidInput, NotFound
 from strands_durable.models import now_ms
 from strands_durable.store.access import TooManyTokens
-from strands_durable.store.keys import STREAM_ID_FORM, is_stream_id
+from strands_durable.store.codec import STREAM_ID_FORM, is_stream_id
 from strands_durable.store.store import Store
 
 MAX_EXPIRY_S = 10 * 365 * 86_400

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from strands_durable.access import DEFAULT_NAMESPACE, AuditEntry, TokenRecord
-from strands_durable.store.codec import as_entries, as_str
-from strands_durable.store.keys import range_before
+from strands_durable.store.codec import as_entries, as_str, range_before
 from strands_durable.store.quotas import QuotaOps
 from strands_durable.store.script_access import TokenSaveArgs, TokenSaveKeys
 

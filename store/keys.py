@@ -39,39 +39,6 @@ TOKEN_FORM = f"1 to {MAX_TOKEN_CHARS} printable ASCII characters without spaces"
 _TOKEN = re.compile(rf"[\x21-\x7e]{{1,{MAX_TOKEN_CHARS}}}")
 
 
-# A stream entry's id as Redis takes one: milliseconds, then optionally a sequence number,
-# each at most 2^64 - 1 (Redis refuses a larger part: a reader must say so, not fail).
-MAX_STREAM_ID_PART = 2**64 - 1
-STREAM_ID_FORM = (f"an entry id: <ms> or <ms>-<seq>, each a whole number up to "
-                  f"{MAX_STREAM_ID_PART}")
-STREAM_ID_PATTERN = r"^\d{1,20}(-\d{1,20})?$"
-_STREAM_ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?")
-
-
-def is_stream_id(value: object) -> bool:
-    found = _STREAM_ID.fullmatch(value) if isinstance(value, str) else None
-    return found is not None and all(int(part) <= MAX_STREAM_ID_PART
-                                     for part in found.groups() if part is not None)
-
-
-def range_after(entry_id: str) -> str | None:
-    """XRANGE's start for the entries after `entry_id` (a stream id); None when none can
-    follow it (the largest id: Redis refuses it as an exclusive start)."""
-    ms, sep, seq = entry_id.partition("-")
-    if sep and int(ms) == int(seq) == MAX_STREAM_ID_PART:
-        return None
-    return f"({entry_id}"
-
-
-def range_before(entry_id: str) -> str | None:
-    """XREVRANGE's end for the entries before `entry_id`; None when none can come
-    before it (0-0: Redis refuses it as an exclusive end)."""
-    ms, sep, seq = entry_id.partition("-")
-    if sep and int(ms) == int(seq) == 0:
-        return None
-    return f"({entry_id}"
-
-
 def is_session_id(value: object) -> bool:
     return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None
 

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_entries
-from strands_durable.store.keys import range_after
+from strands_durable.store.codec import as_entries, range_after
 from strands_durable.store.records import StreamEntry
 from strands_durable.store.script_operator import LiveAppendArgs, LiveAppendKeys
 

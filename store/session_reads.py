@@ -10,9 +10,8 @@ from typing import Any
 from strands_durable.errors import SessionNotFound
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_entries, as_str, as_str_map
+from strands_durable.store.codec import as_entries, as_str, as_str_map, range_after
 from strands_durable.store.conversation import PAGE, restore
-from strands_durable.store.keys import range_after
 from strands_durable.store.records import GATE_FIELDS, SessionRecord, StreamEntry
 from strands_durable.store.script_operator import (
     LaneKeys,

@@ -40,7 +40,8 @@ from strands_durable.sessions.requeue import requeue
 from strands_durable.sessions.status import session_status
 from strands_durable.spec.loader import parse_var_args
 from strands_durable.spec.model import parse_spec
-from strands_durable.store.keys import STREAM_ID_FORM, check_name, is_stream_id
+from strands_durable.store.codec import STREAM_ID_FORM, is_stream_id
+from strands_durable.store.keys import check_name
 
 router = APIRouter(prefix="/ui/sessions", include_in_schema=False)
 MAX_EVENTS = 2_000  # read for the timeline; the page lists the latest EVENTS_SHOWN

@@ -10,7 +10,7 @@ from __future__ import annotations
 from attack import test_tenancy
 from attack.test_tenancy import Tenants, console_as
 
-from strands_durable.store.keys import MAX_STREAM_ID_PART
+from strands_durable.store.codec import MAX_STREAM_ID_PART
 
 tenants = test_tenancy.tenants  # the tenancy suite's fixture: six tokens, two namespaces
 
