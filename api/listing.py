@@ -55,6 +55,8 @@ def decode_cursor(text: str) -> Cursor:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
         score, sid = raw.split(":", 1)
+        if not (score.isascii() and score.isdigit()):  # int() takes " 5" and "1_000"
+            raise ValueError(score)
         cursor = Cursor(int(score), sid)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise BadCursor(f"cursor {text!r} is not one this API handed out") from None

@@ -3,6 +3,8 @@ and the envelope of an unexpected error (no Redis needed for any of these)."""
 
 from __future__ import annotations
 
+import base64
+
 import httpx
 import pytest
 from helpers.api import make_app
@@ -81,8 +83,13 @@ def test_cursors_round_trip(cursor: Cursor) -> None:
     assert decode_cursor(encode_cursor(cursor)) == cursor
 
 
+def _b64(raw: str) -> str:
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
 @pytest.mark.parametrize("text", ["", "!!!", "bm9jb2xvbg", encode_cursor(Cursor(1, "a"))[:-3],
-                                  "LTE6YQ"])  # "-1:a"
+                                  "LTE6YQ",  # "-1:a"
+                                  _b64("1_000:x"), _b64(" 5:x"), _b64("+5:x"), _b64("٣:x")])
 def test_bad_cursors_are_refused(text: str) -> None:
     with pytest.raises(BadCursor):
         decode_cursor(text)
