@@ -33,22 +33,22 @@ class Limits(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DURABLE_", extra="ignore")
 
     # A spec's text (YAML or JSON) as submitted or read from a file.
-    max_spec_bytes: int = Field(default=256 * 1024, ge=1024)
+    max_spec_bytes: int = Field(default=256 * 1024, ge=1024, le=1024**3)
     # Nesting of mappings and lists in a spec and in its variables.
     max_spec_depth: int = Field(default=64, ge=8, le=500)
     # Nodes and scalar characters once YAML aliases are expanded (alias bombs).
-    max_spec_nodes: int = Field(default=20_000, ge=100)
-    max_spec_expanded_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_spec_nodes: int = Field(default=20_000, ge=100, le=100_000_000)
+    max_spec_expanded_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024**3)
     # One template render: wall time, and characters produced (also the largest string
     # or list any expression inside it may build).
     render_timeout_s: float = Field(default=2.0, gt=0, le=600)
-    max_render_chars: int = Field(default=1_000_000, ge=1024)
+    max_render_chars: int = Field(default=1_000_000, ge=1024, le=1024**3)
     # One rendered artifact (UTF-8 bytes), and everything a session stores in Redis.
-    max_artifact_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    max_session_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
+    max_artifact_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, le=1024**3)
+    max_session_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024, le=64 * 1024**3)
     # One session export document read by `durable import` or POST /v1/sessions/import
     # (a session of max_session_bytes, with room for JSON's escaping).
-    max_import_bytes: int = Field(default=128 * 1024 * 1024, ge=64 * 1024)
+    max_import_bytes: int = Field(default=128 * 1024 * 1024, ge=64 * 1024, le=128 * 1024**3)
 
 
 @lru_cache(maxsize=1)
@@ -161,11 +161,11 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # Sized for agent steps, which mostly wait on a model: a waiting step costs a coroutine
     # and its conversation (under 100 KiB besides, bench/inflight.py), and adaptive concurrency
     # takes fewer while steps keep the event loop busy.
-    worker_concurrency: int = Field(default=1000, ge=1)
+    worker_concurrency: int = Field(default=1000, ge=1, le=1_000_000)
     # Fewer steps at once while the worker's event loop is saturated (worker/slots.py).
     worker_adaptive_concurrency: bool = True
-    claim_idle_ms: int = Field(default=15_000, ge=100)
-    max_deliveries: int = Field(default=5, ge=1)
+    claim_idle_ms: int = Field(default=15_000, ge=100, le=30 * 86_400_000)
+    max_deliveries: int = Field(default=5, ge=1, le=1_000_000)
     # How often a running step's lease is renewed; must stay well under claim_idle_ms.
     lease_renew_ms: int | None = Field(default=None, ge=50)
     read_block_ms: int = Field(default=1_000, ge=10)
@@ -178,7 +178,7 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # An operator ceiling on the messages of an agent's committed conversation restored
     # for its next step (the newest ones; the spec's context_policy bounds it first).
     # 0 = no ceiling: the whole conversation since its latest compaction.
-    conversation_window: int = Field(default=0, ge=0)
+    conversation_window: int = Field(default=0, ge=0, le=100_000_000)
     # Bench mode: the agent call is replaced by a no-op so the engine alone is measured.
     bench_noop: bool = False
     # Observability and the scheduler role (metrics/, scheduler/service.py).
@@ -194,7 +194,7 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # included); 0 keeps them forever.
     retention_days: float = Field(default=30.0, ge=0, allow_inf_nan=False)
     # A session's event stream keeps about this many of its newest events (XADD MAXLEN ~).
-    events_max: int = Field(default=10_000, ge=100)
+    events_max: int = Field(default=10_000, ge=100, le=100_000_000)
     # Live streams (store/live.py): model output as it is written, for clients that follow
     # a running step (GET /v1/sessions/{id}/stream, `durable watch --tokens`). Off: nothing
     # is written; committed results and events are the same either way.
@@ -202,7 +202,7 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # A session's live stream keeps about this many of its newest entries (XADD MAXLEN ~).
     live_max: int = Field(default=2_000, ge=10, le=1_000_000)
     # A live stream expires this long after its last write.
-    live_ttl_s: int = Field(default=3_600, ge=1)
+    live_ttl_s: int = Field(default=3_600, ge=1, le=365 * 86_400)
     # Model output is gathered this long, then written in one round trip for all sessions.
     live_flush_ms: int = Field(default=50, ge=1, le=5_000)
     # A worker silent this long is gone: the scheduler forgets its heartbeat and retires

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,12 @@ class LoadedSpec:
 # --- public API --------------------------------------------------------------
 
 
+def shown_path(path: str | Path) -> str:
+    """A path as text a session can store and print: a byte of the name that is not UTF-8
+    (the OS hands it over as a lone surrogate) written as its escape, `\\xff`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def load_spec_file(
     path: str | Path,
     overrides: Mapping[str, Any] | None = None,
@@ -86,7 +93,7 @@ def load_spec_file(
 ) -> LoadedSpec:
     """Load the spec at `path` (YAML or JSON); see load_spec_text. Agent references
     (`$ref`) are resolved relative to it."""
-    source = str(path)
+    source = shown_path(path)
     limits = limits or current_limits()
     text = read_text(Path(path), source, limits)
     check_spec_size(len(utf8(text, source, "")), source, limits)
@@ -148,7 +155,7 @@ def parse_var_args(items: Sequence[str], flag: str = "--var") -> dict[str, str]:
 
 def load_script_file(path: str | Path) -> ScriptConfig:
     """Load `scripted` provider rules: YAML with `delay_s` and `rules`."""
-    source = str(path)
+    source = shown_path(path)
     limits = current_limits()
     data = parse_yaml(read_text(Path(path), source, limits), source, limits)
     if not isinstance(data, dict):

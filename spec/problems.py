@@ -24,8 +24,20 @@ def hint(name: str, candidates: Iterable[str], *, list_all: bool = False) -> str
 def format_path(parts: Iterable[Any]) -> str:
     text = ""
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{shown_key(part)}" if text else shown_key(part)
     return text
+
+
+def shown_key(key: Any, limit: int = 60) -> str:
+    """A spec's key as a message shows it: escaped when it is not printable (a terminal's
+    escape codes), and shortened (a key may be any length)."""
+    text = str(key)
+    if not text.isprintable():
+        text = ascii(text)[1:-1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def join_path(prefix: str, path: str) -> str:

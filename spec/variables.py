@@ -48,10 +48,28 @@ def resolve_variables(spec: Spec, overrides: Mapping[str, Any], source: str) -> 
 
 
 def check_variables_size(variables: Mapping[str, Any], source: str) -> None:
-    size = len(json.dumps(variables, default=str, ensure_ascii=False).encode())
+    """Past MAX_VARIABLES_BYTES, or text that is not Unicode (a lone surrogate: a byte of
+    a command-line argument that was not UTF-8), a SpecError naming the variable."""
+    try:
+        size = len(json.dumps(variables, default=str, ensure_ascii=False).encode())
+    except UnicodeEncodeError:
+        for name, value in variables.items():
+            if not _is_unicode(name) or not _is_unicode(json.dumps(value, default=str,
+                                                                    ensure_ascii=False)):
+                raise SpecError(source, f"variables.{ascii(name)[1:-1]}", "is not valid "
+                                "Unicode (a byte that is not UTF-8 on the command line?)") from None
+        raise
     if size > MAX_VARIABLES_BYTES:
         raise SpecError(source, "variables", f"{size:,} bytes as JSON, with the values "
                         f"already stored; the limit is {MAX_VARIABLES_BYTES:,} bytes")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _coerce(name: str, raw: Any, declared: InputVarSpec | None, source: str) -> Any:

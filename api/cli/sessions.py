@@ -37,7 +37,8 @@ from strands_durable.store.store import Store
 @sessions_app.command("list")
 def sessions_list(
     status_filter: Annotated[SessionStatus | None, typer.Option("--status")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=10_000,
+                                       help="At most this many, newest first.")] = 50,
     namespace: Annotated[str | None, typer.Option(
         "--namespace", envvar="DURABLE_NAMESPACE", callback=checked_namespace("--namespace"),
         help="Only this namespace's sessions (default: every namespace).")] = None,

@@ -6,9 +6,11 @@ and checks the answer is bounded and clear.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -168,3 +170,64 @@ def test_wait_and_watch_refuse_a_timeout_that_never_ends(command: str, args: lis
                             env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
     assert result.returncode == 2, result.stderr
     assert "seconds" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- command-line input that is not text, or out of range ------------------------------
+PLAIN = ("version: 0\nname: plain\nruntime: {provider: scripted}\nagents: {a: {prompt: hi}}\n"
+         "pattern: {type: chain, config: {steps: [{agent: a, input: 'about {{ topic }}'}]}}\n"
+         "inputs: {values: {topic: x}}\n")
+
+
+def durable_cli(tmp_path: Path, *args: str | bytes, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "strands_durable.api.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, errors="replace",
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "DURABLE_HOME": str(tmp_path / "home"), **env})
+
+
+@pytest.mark.parametrize("var", [b"topic=\xff", b"\xff=1"])
+@pytest.mark.parametrize("command", [["validate"], ["run", "--ephemeral"]])
+def test_a_variable_that_is_not_utf8_is_exit_2_naming_it(tmp_path: Path, command: list[str],
+                                                         var: bytes) -> None:
+    spec = tmp_path / "plain.yaml"
+    spec.write_text(PLAIN)
+    result = durable_cli(tmp_path, *command, str(spec), "--var", var)
+    assert result.returncode == 2, result.stderr[-500:]
+    assert "variables." in result.stderr and "not valid Unicode" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_spec_whose_file_name_is_not_utf8_runs_under_an_escaped_name(tmp_path: Path) -> None:
+    spec = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.yaml"))
+    spec.write_text(PLAIN)
+    result = durable_cli(tmp_path, "run", str(spec))  # the local store keeps the session
+    assert result.returncode == 0, result.stderr[-500:]
+    listed = durable_cli(tmp_path, "sessions", "list", "--json")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+
+
+@pytest.mark.parametrize(("args", "env"), [
+    (["sessions", "list", "--limit", "99999999999999999999"], {}),
+    (["sessions", "list", "--limit", "-1"], {}),
+    (["run", "--ephemeral", "SPEC"], {"DURABLE_EVENTS_MAX": "9" * 26}),
+    (["run", "--ephemeral", "SPEC"], {"DURABLE_MAX_SPEC_BYTES": "9" * 26}),
+    (["run", "--ephemeral", "SPEC"], {"DURABLE_LIVE_TTL_S": "9" * 26})])
+def test_numbers_past_their_range_are_exit_2(tmp_path: Path, args: list[str],
+                                              env: dict[str, str]) -> None:
+    spec = tmp_path / "plain.yaml"
+    spec.write_text(PLAIN)
+    result = durable_cli(tmp_path, *[str(spec) if a == "SPEC" else a for a in args], **env)
+    assert result.returncode == 2, result.stderr[-500:]
+    assert "Traceback" not in result.stderr
+    assert next(iter(env), "--limit") in result.stderr
+
+
+def test_an_unknown_key_is_shown_escaped_and_short(tmp_path: Path) -> None:
+    # YAML's own escape (\e) makes the key a terminal's escape code; a raw one is no YAML.
+    for key in ("\\e[31mRED\\e[0mX", "k" * 5000):
+        spec = tmp_path / "key.yaml"
+        spec.write_text(PLAIN + f'? "{key}"\n: v\n')  # an explicit key: any length
+        result = durable_cli(tmp_path, "validate", str(spec))
+        assert result.returncode == 2, result.stderr[-500:]
+        assert "\x1b" not in result.stderr and len(result.stderr) < 1000, result.stderr[:300]
+        assert "unknown field" in result.stderr
