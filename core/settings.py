@@ -232,6 +232,12 @@ class DurableSettings(Limits, ToolPolicy, TelemetryPolicy, ProviderPolicy,
     # A request's body must arrive whole within this, or the API answers 408 and closes
     # the connection (a client that sends less than it declared held it for good).
     api_body_timeout_s: float = Field(default=30.0, gt=0, le=3_600)
+    # A step's agent may take this many model turns (each answer to a tool call is one
+    # more); past it the step fails and is not retried: a model that calls tools forever
+    # (or a script rule that always does) stops here, naming the limit. At most 250:
+    # Strands runs each turn a level deeper in Python's stack, whose limit came between
+    # 300 and 600 turns (a RecursionError, retried as any error).
+    max_model_turns: int = Field(default=100, ge=1, le=250)
     # Recovery drills only: crash the worker at a step-life point (see worker/faults.py).
     crash_at: str = Field(
         default="", pattern=r"^((after_gate|before_commit|after_commit|after_tool):[1-9][0-9]*)?$")

@@ -229,7 +229,9 @@ class StepExecutor:
             return await self.store.journal(job, run.entry_id, run.worker, name, value,
                                             events)
 
-        return StepJournal(step=job.key, entries=dict(run.journal), write=write)
+        return StepJournal(step=job.key, entries=dict(run.journal), write=write,
+                           max_turns=self.settings.max_model_turns,
+                           session_id=job.session_id, agent=job.agent)
 
     def _journaled(self, tool: AgentTool, journal: StepJournal, job: StepJob,
                    run: StepRun) -> JournaledTool:

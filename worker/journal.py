@@ -31,7 +31,7 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolResult, ToolSpec
 
 from strands_durable import metrics
-from strands_durable.errors import Conflict
+from strands_durable.errors import Conflict, StepFailed
 from strands_durable.models import Event
 from strands_durable.worker.model_wrapper import ModelWrapper
 
@@ -51,6 +51,16 @@ class JournalLost(Conflict):
         super().__init__(f"step {step}: the lease was lost while journaling its turns")
 
 
+class TooManyTurns(StepFailed):
+    """The agent asked its model for more turns than a step may take: not retried (the
+    same model and tools would loop the same way)."""
+
+    def __init__(self, session_id: str, step: str, agent: str, limit: int) -> None:
+        super().__init__(session_id, step, f"agent {agent} asked its model for more than "
+                         f"{limit} turns in one step (DURABLE_MAX_MODEL_TURNS): does it call "
+                         "a tool again and again?", retryable=False)
+
+
 @dataclass
 class StepJournal:
     """The journal of one run of one step: what the gate read, and the writer."""
@@ -58,6 +68,9 @@ class StepJournal:
     step: str
     entries: dict[str, str]
     write: JournalWriter
+    max_turns: int = 0  # 0: no limit
+    session_id: str = ""
+    agent: str = ""
     turn: int = 0
     lost: bool = False
     ordinals: dict[str, int] = field(default_factory=dict)  # toolUseId -> ordinal
@@ -115,6 +128,9 @@ class JournaledModel(ModelWrapper):
                      **kwargs: Any) -> AsyncGenerator[StreamEvent, None]:
         journal = self.journal
         journal.turn += 1
+        if journal.max_turns and journal.turn > journal.max_turns:
+            raise TooManyTurns(journal.session_id, journal.step, journal.agent,
+                               journal.max_turns)
         events = journal.recorded_turn(journal.turn)
         if events is not None:
             journal.replayed_turns += 1

@@ -17,6 +17,7 @@ from tool_llm import COMPLETION_TOKENS, PROMPT_TOKENS, ToolLLM, serve, stop
 from strands_durable.models import Event, EventType, SessionStatus, now_iso
 from strands_durable.sessions.history import event_docs
 from strands_durable.sessions.start import start_session
+from strands_durable.settings import DurableSettings
 from strands_durable.spec.loader import load_spec_data
 from strands_durable.store.store import Store
 from strands_durable.worker.consumer import StepConsumer
@@ -151,3 +152,28 @@ async def test_a_window_never_opens_on_tool_results_cut_from_their_tool_use(
     assert await store.conversation(sid, "a", 6) == turns
     assert await store.conversation(sid, "a", 4) == turns[4:]  # not from the tool result
     assert await store.conversation(sid, "a", 5) == turns[4:]
+
+
+async def test_a_model_that_calls_a_tool_forever_fails_its_step_at_the_limit(
+        settings: DurableSettings, store: Store) -> None:
+    """A script rule (as a model might) asks for the calculator at every turn: the step
+    fails once DURABLE_MAX_MODEL_TURNS is past, naming it, and is not retried; before, it
+    ran until Python's recursion limit, three attempts of it."""
+    data = scripted_spec(tools={"python": ["calculator"]})
+    data["agents"]["a"]["tools"] = ["calculator"]
+    data["runtime"]["script"] = {"rules": [
+        {"agent": "a", "tool_calls": [{"name": "calculator", "input": {"expression": "1+1"}}]}]}
+    sid, _ = await start_session(store, load_spec_data(data))
+    worker = StepConsumer(settings.model_copy(update={"max_model_turns": 5}), store)
+    await worker.start()
+    try:
+        await wait_for(lambda: ended(store, sid), timeout_s=60, what="the session to end")
+    finally:
+        await worker.stop(grace_s=0)
+    record = await store.get_session(sid)
+    assert record.status == SessionStatus.FAILED
+    assert "more than 5 turns" in (record.error or "")
+    assert "DURABLE_MAX_MODEL_TURNS" in (record.error or "")
+    docs = event_docs(await store.events(sid))
+    assert [d["attempt"] for d in docs if d["type"] == "step_failed"] == [1]  # not retried
+    assert sum(1 for d in docs if d["type"] == "tool_call_completed") == 5
