@@ -71,6 +71,13 @@ class StepHistory(Sequence[dict[str, Any]]):
     def __len__(self) -> int:
         return self._count
 
+    def undefined_message(self, name: object) -> str:
+        """What a template that asked for `steps[name]` is told (spec/sandbox.py)."""
+        if self._count == 0:
+            return f"steps[{name}]: no step has run before this one"
+        return (f"steps[{name}]: {self._count} step(s) ran before this one "
+                f"(steps[0] to steps[{self._count - 1}])")
+
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
 

@@ -17,7 +17,7 @@ from jinja2.filters import FILTERS as JINJA_FILTERS
 from jinja2.runtime import Context, LoopContext, Macro, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from jinja2.tests import TESTS as JINJA_TESTS
-from jinja2.utils import pass_context
+from jinja2.utils import missing, pass_context
 from jinja2.visitor import NodeTransformer
 
 from strands_durable.spec import render_guard
@@ -100,6 +100,32 @@ def _finalize(_context: Context, value: Any) -> str:
     return text
 
 
+class ExplainedUndefined(StrictUndefined):
+    """StrictUndefined whose message says what is there instead of naming a Python class:
+    `steps[5]` of two steps, `branches.nope` of branches a and b. An object may say it
+    itself (`undefined_message(name)`, as a chain's step history does)."""
+
+    __slots__ = ()
+
+    @property
+    def _undefined_message(self) -> str:
+        found, name = self._undefined_obj, self._undefined_name
+        if self._undefined_hint or found is missing:
+            return super()._undefined_message
+        explain = getattr(type(found), "undefined_message", None)
+        if callable(explain):
+            return str(explain(found, name))
+        asked = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        if isinstance(found, Mapping):
+            keys = sorted(str(key)[:40] for key in found)
+            shown = ", ".join(keys[:20]) + (", ..." if len(keys) > 20 else "")
+            return f"no {asked} here (there is: {shown or 'nothing'})"
+        if isinstance(found, Sequence) and not isinstance(found, str) \
+                and isinstance(name, int):
+            return f"no item {name} here (there are {len(found)})"
+        return f"a {type(found).__name__} has no attribute {asked}"
+
+
 class DurableSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox with an allow-list of attributes, and the guard's
     checks on every call, operator, loop iteration and output."""
@@ -109,7 +135,7 @@ class DurableSandbox(ImmutableSandboxedEnvironment):
     def __init__(self) -> None:
         # keep_trailing_newline=False, Jinja's default as in strands-cli: an `input: |`
         # block renders without its last newline there, so here too.
-        super().__init__(undefined=StrictUndefined, autoescape=False,
+        super().__init__(undefined=ExplainedUndefined, autoescape=False,
                          keep_trailing_newline=False, finalize=_finalize,
                          # No compile-time constant folding: it would call filters and
                          # operators outside any render's bounds.

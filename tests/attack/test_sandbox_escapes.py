@@ -77,7 +77,7 @@ ESCAPES = {
 }
 
 REFUSED = ("unsafe", "not allowed", "not available", "is undefined", "No filter named",
-           "has no attribute")
+           "has no attribute", "here (there is:")
 
 
 def context() -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from jinja2 import StrictUndefined
 
 from strands_durable.errors import TemplateError
 from strands_durable.spec.templates import (
@@ -78,8 +79,8 @@ def test_regex_search_filter() -> None:
     ("template", "fragment"),
     [
         ("{{ topc }}", "'topc' is undefined"),
-        ("{{ steps[5].response }}", "no element 5"),
-        ("{{ tasks.nope.response }}", "has no attribute 'nope'"),
+        ("{{ steps[5].response }}", "no item 5 here (there are"),
+        ("{{ tasks.nope.response }}", "no 'nope' here (there is: "),
         ("{{ topic", "template syntax error on line 1"),
         ("a\n{% for x in steps %}", "template syntax error on line 2"),
         ("{{ topic | nosuchfilter }}", "No filter named 'nosuchfilter'"),
@@ -160,7 +161,7 @@ def test_render_condition(expr: str, expected: bool | None) -> None:
 @pytest.mark.parametrize(
     ("expr", "fragment"),
     [
-        ("{{ nodes.missing.iteration > 1 }}", "has no attribute 'missing'"),
+        ("{{ nodes.missing.iteration > 1 }}", "no 'missing' here (there is: "),
         ("{{ undefined_name }}", "'undefined_name' is undefined"),
         ("nodes.analyze.response contains 'high'", "template syntax error"),
         ("{{ ''.__class__ }}", "unsafe"),
@@ -189,6 +190,21 @@ def test_undeclared_names_reports_syntax_errors() -> None:
 
 
 def test_environment_settings() -> None:
-    assert ENV.undefined.__name__ == "StrictUndefined"
+    assert issubclass(ENV.undefined, StrictUndefined)  # ExplainedUndefined: its messages
     assert ENV.autoescape is False
     assert ENV.keep_trailing_newline is False  # Jinja's default, as strands-cli renders
+
+
+def test_a_missing_step_or_branch_says_what_there_is() -> None:
+    """The message names what a template could have asked for, not a Python class (it
+    read 'strands_durable.patterns.chain.StepHistory object has no element 5')."""
+    from strands_durable.patterns.chain import StepHistory
+
+    two = {"steps": StepHistory({}, 2)}
+    with pytest.raises(TemplateError, match=r"steps\[5\]: 2 step\(s\) ran before this one "
+                                            r"\(steps\[0\] to steps\[1\]\)"):
+        render("{{ steps[5].response }}", two, "w")
+    with pytest.raises(TemplateError, match=r"no 'nope' here \(there is: a, b\)"):
+        render("{{ branches.nope.response }}", {"branches": {"a": {}, "b": {}}}, "w")
+    assert render("{{ steps[5] is defined }}", two, "w") == "False"  # tests unchanged
+    assert render("{{ branches.nope | default('d') }}", {"branches": {}}, "w") == "d"
