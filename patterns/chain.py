@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from strands_durable.errors import SpecError
 from strands_durable.models import SessionStatus, StepJob, StepResult
 from strands_durable.patterns import shapes
 from strands_durable.patterns.base import (
@@ -30,6 +31,7 @@ from strands_durable.patterns.definition import (
 from strands_durable.patterns.shapes import Shape
 from strands_durable.patterns.state import ChainState
 from strands_durable.spec.steps import AgentStep, PatternConfig, Step
+from strands_durable.spec.templates import literal_indexes
 
 
 class ChainConfig(PatternConfig):
@@ -184,6 +186,19 @@ class ChainPattern(PatternDefinition[ChainConfig]):
 
     def steps(self, config: ChainConfig) -> Iterator[StepSite]:
         return indexed("pattern.config.steps", config.steps)
+
+    def check(self, config: ChainConfig, source: str) -> None:
+        """A step's input that names `steps[N]` of a step not before it would fail only
+        when it runs, after the steps before it ran (and were paid for)."""
+        for i, step in enumerate(config.steps):
+            text = getattr(step, "input", None)
+            if not isinstance(text, str):
+                continue
+            for n in literal_indexes(text, "steps"):
+                if not -i <= n < i:
+                    before = f"steps[0] to steps[{i - 1}]" if i else "none"
+                    raise SpecError(source, f"pattern.config.steps[{i}].input",
+                                    f"steps[{n}]: {i} step(s) run before this one ({before})")
 
     def shape(self, view: Mapping[str, Any]) -> Shape:
         return shapes.chain(view)

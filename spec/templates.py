@@ -230,6 +230,26 @@ def undeclared_names(template: str, where: str = "template") -> set[str]:
     return set(meta.find_undeclared_variables(_parse(template)))
 
 
+def literal_indexes(template: str, name: str) -> list[int]:
+    """The whole-number indexes `template` reads of `name` as literals (`steps[5]`,
+    `steps[-1]`): what a spec's check can hold against what will exist. A template that
+    does not parse has none here (undeclared_names says why it does not)."""
+    try:
+        tree = _parse(template)
+    except (TemplateSyntaxError, RecursionError, SyntaxError):
+        return []
+    found = []
+    for item in tree.find_all(nodes.Getitem):
+        if not (isinstance(item.node, nodes.Name) and item.node.name == name):
+            continue
+        arg, sign = item.arg, 1
+        if isinstance(arg, nodes.Neg):  # steps[-2] parses as -(2)
+            arg, sign = arg.node, -1
+        if isinstance(arg, nodes.Const) and type(arg.value) is int:
+            found.append(sign * arg.value)
+    return found
+
+
 def undeclared_condition_names(expr: str, where: str = "condition") -> set[str]:
     """Like undeclared_names, for a graph `when` ("else" reads nothing)."""
     if expr.strip().lower() == "else":

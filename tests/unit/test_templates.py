@@ -208,3 +208,22 @@ def test_a_missing_step_or_branch_says_what_there_is() -> None:
         render("{{ branches.nope.response }}", {"branches": {"a": {}, "b": {}}}, "w")
     assert render("{{ steps[5] is defined }}", two, "w") == "False"  # tests unchanged
     assert render("{{ branches.nope | default('d') }}", {"branches": {}}, "w") == "d"
+
+
+def test_a_chain_step_naming_a_step_not_before_it_fails_validation() -> None:
+    """Caught before anything runs: the run failed only at that step, after the steps
+    before it had run (and been paid for)."""
+    from strands_durable.errors import SpecError
+    from strands_durable.spec.loader import load_spec_text
+
+    def chain(second_input: str) -> str:
+        return ("version: 0\nname: c\nruntime: {provider: scripted}\nagents: {a: {prompt: hi}}\n"
+                "pattern: {type: chain, config: {steps: [{agent: a, input: one}, "
+                f"{{agent: a, input: '{second_input}'}}]}}}}\n")
+
+    for bad in ("{{ steps[5].response }}", "{{ steps[1].response }}", "{{ steps[-2].response }}"):
+        with pytest.raises(SpecError, match=r"pattern\.config\.steps\[1\]\.input: steps\[-?\d\]: "
+                                            r"1 step\(s\) run before this one"):
+            load_spec_text(chain(bad), "c.yaml")
+    for good in ("{{ steps[0].response }}", "{{ steps[-1].response }}", "{{ steps | length }}"):
+        load_spec_text(chain(good), "c.yaml")
