@@ -78,7 +78,8 @@ async def test_conversation_per_agent_is_committed_with_each_step(
 
 async def test_template_error_at_run_time_fails_without_retry(
         store: Store, consumer: StepConsumer) -> None:
-    spec = SPEC.replace('"three"', '"three {{ steps[7].response }}"').replace(
+    # A computed index (a literal one is refused when the spec is loaded).
+    spec = SPEC.replace('"three"', '"three {{ steps[3 + 4].response }}"').replace(
         '- {agent: writer, error: "upstream said no"}', "- {reply: ok}")
     sid, _ = await start_session(store, load_spec_text(spec, "bad-index.yaml"))
     await wait_for(lambda: ended(store, sid), what="session to end")
