@@ -91,11 +91,15 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def _content_type(scope: Scope) -> str:
+def _header(scope: Scope, wanted: bytes) -> bytes | None:
     for name, value in scope.get("headers", ()):
-        if name == b"content-type":
-            return value.decode("latin-1")
-    return ""
+        if name == wanted:
+            return bytes(value)
+    return None
+
+
+def _content_type(scope: Scope) -> str:
+    return (_header(scope, b"content-type") or b"").decode("latin-1")
 
 
 def _is_json(content_type: str) -> bool:
@@ -105,13 +109,11 @@ def _is_json(content_type: str) -> bool:
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    value = _header(scope, b"content-length")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 async def _reply(send: Send, status: int, body: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import AfterValidator
 
 from strands_durable.api import sse
 from strands_durable.api.auth import admitted_stream, audit, namespace_of
@@ -39,6 +38,7 @@ from strands_durable.api.schemas import (
     SessionPage,
     SubmitRequest,
     SubmitResponse,
+    _valid,
     error_responses,
 )
 from strands_durable.api.submission import Submitted, plan_submitted, with_webhook
@@ -50,21 +50,14 @@ from strands_durable.sessions.quotas import QuotaExceeded, create_within_quota
 from strands_durable.sessions.start import in_namespace, with_priority
 from strands_durable.sessions.status import SessionDetail, session_status, summary
 from strands_durable.sessions.token_quota import TokensExceeded
-from strands_durable.store.codec import STREAM_ID_FORM, STREAM_ID_PATTERN, is_stream_id
+from strands_durable.store.codec import STREAM_ID_PATTERN, check_stream_id
 
 router = api_router("/v1/sessions", tags=["sessions"])
 
 
-
-def _stream_id(value: str | None) -> str | None:
-    if value is not None and not is_stream_id(value):
-        raise ValueError(STREAM_ID_FORM)
-    return value
-
-
 # An entry id a client resumes from (a query parameter or Last-Event-ID): 422 naming it
 # when Redis would refuse it.
-StreamIdCheck = AfterValidator(_stream_id)
+StreamIdCheck = _valid(check_stream_id)
 # How long a follower's XREAD blocks before a keep-alive (and a check that the
 # session still exists); an app may lower it (tests do).
 DEFAULT_FOLLOW_BLOCK_MS = 5_000

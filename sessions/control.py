@@ -28,6 +28,7 @@ from strands_durable.planning.budgets import BUDGET_NAMES, Spend, exceeded, limi
 from strands_durable.sessions.start import spec_digest, spec_json
 from strands_durable.spec.loader import LoadedSpec
 from strands_durable.spec.model import parse_spec
+from strands_durable.spec.problems import clipped
 from strands_durable.spec.variables import check_variables_size
 from strands_durable.store.locks import Lock
 from strands_durable.store.store import SessionRecord, Store
@@ -170,11 +171,6 @@ async def resume(store: Store, session_id: str, *, hitl_response: str | None = N
         return ResumeOutcome(_checked(session_id, "resume", verdict, detail), notes)
 
 
-def _shown(value: Any, limit: int = 80) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None,
                       budget_sets: Mapping[str, int] | None,
                       new_spec: LoadedSpec | None) -> tuple[dict[str, str], list[str]]:
@@ -185,7 +181,8 @@ def _settings_changes(record: SessionRecord, variables: Mapping[str, Any] | None
         check_variables_size(merged, f"session {record.session_id}")
         sets["variables"] = json.dumps(merged)
         # The event says what changed, not the values whole (a value may be long).
-        notes.append("variables: " + ", ".join(f"{k}={_shown(v)}" for k, v in variables.items()))
+        notes.append("variables: " + ", ".join(f"{k}={clipped(str(v), 80)}"
+                                              for k, v in variables.items()))
     if budget_sets:
         merged = {**json.loads(record.raw.get("budget_overrides") or "{}"), **budget_sets}
         sets["budget_overrides"] = json.dumps(merged)

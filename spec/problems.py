@@ -35,9 +35,7 @@ def shown_key(key: Any, limit: int = 60) -> str:
     """A spec's key as a message shows it: escaped when it is not printable (a terminal's
     escape codes), and shortened (a key may be any length)."""
     text = str(key)
-    if not text.isprintable():
-        text = ascii(text)[1:-1]
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clipped(text if text.isprintable() else ascii(text)[1:-1], limit)
 
 
 def join_path(prefix: str, path: str) -> str:
@@ -67,5 +65,9 @@ def json_type(value: Any) -> str:
 
 
 def short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    return clipped(repr(value), limit)
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with "..." when longer."""
     return text if len(text) <= limit else text[: limit - 3] + "..."

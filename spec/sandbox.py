@@ -21,6 +21,7 @@ from jinja2.utils import missing, pass_context
 from jinja2.visitor import NodeTransformer
 
 from strands_durable.spec import render_guard
+from strands_durable.spec.problems import short
 from strands_durable.spec.template_filters import (
     GLOBALS,
     JINJA_FILTER_NAMES,
@@ -115,7 +116,7 @@ class ExplainedUndefined(StrictUndefined):
         explain = getattr(type(found), "undefined_message", None)
         if callable(explain):
             return str(explain(found, name))
-        asked = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        asked = short(name)
         if isinstance(found, Mapping):
             keys = sorted(str(key)[:40] for key in found)
             shown = ", ".join(keys[:20]) + (", ..." if len(keys) > 20 else "")

@@ -12,6 +12,7 @@ from typing import Any
 from strands_durable.errors import SpecError
 from strands_durable.spec.model import Inputs, InputVarSpec, Spec
 from strands_durable.spec.problems import short
+from strands_durable.spec.reading import utf8
 
 __all__ = ["MAX_VARIABLES_BYTES", "check_variables_size", "resolve_variables"]
 
@@ -52,24 +53,14 @@ def check_variables_size(variables: Mapping[str, Any], source: str) -> None:
     a command-line argument that was not UTF-8), a SpecError naming the variable."""
     try:
         size = len(json.dumps(variables, default=str, ensure_ascii=False).encode())
-    except UnicodeEncodeError:
+    except UnicodeEncodeError:  # which variable: the SpecError names it
         for name, value in variables.items():
-            if not _is_unicode(name) or not _is_unicode(json.dumps(value, default=str,
-                                                                    ensure_ascii=False)):
-                raise SpecError(source, f"variables.{ascii(name)[1:-1]}", "is not valid "
-                                "Unicode (a byte that is not UTF-8 on the command line?)") from None
+            utf8(json.dumps({name: value}, default=str, ensure_ascii=False), source,
+                 f"variables.{ascii(name)[1:-1]}")
         raise
     if size > MAX_VARIABLES_BYTES:
         raise SpecError(source, "variables", f"{size:,} bytes as JSON, with the values "
                         f"already stored; the limit is {MAX_VARIABLES_BYTES:,} bytes")
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _coerce(name: str, raw: Any, declared: InputVarSpec | None, source: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from strands_durable.errors import InvalidId
 from strands_durable.models import compact_json
 
 JSON_SEPARATORS = (",", ":")
@@ -45,6 +46,13 @@ def is_stream_id(value: object) -> bool:
     found = _STREAM_ID.fullmatch(value) if isinstance(value, str) else None
     return found is not None and all(int(part) <= MAX_STREAM_ID_PART
                                      for part in found.groups() if part is not None)
+
+
+def check_stream_id(value: str) -> str:
+    """`value` when it is a stream entry id Redis takes; InvalidId naming it otherwise."""
+    if not is_stream_id(value):
+        raise InvalidId("stream entry id", value, STREAM_ID_FORM)
+    return value
 
 
 def range_after(entry_id: str) -> str | None:

@@ -80,9 +80,14 @@ class RunnerState(StrEnum):
 class RunnerLock:
     def __init__(self, store: Store, session_id: str, ttl_ms: int = RUNNER_TTL_MS) -> None:
         self.session_id = session_id
-        name, shard = f"runner:{session_id}", store.keys.shard(session_id)
-        self.lock: Lock = store.new_lock(name, ttl_ms=ttl_ms, shard=shard)
-        self.fence_key = store.keys.lock_fence(name, shard)
+        self.lock: Lock = store.new_lock(f"runner:{session_id}", ttl_ms=ttl_ms,
+                                         shard=store.keys.shard(session_id))
+
+    @property
+    def fence_key(self) -> str:
+        key = self.lock.fence_key
+        assert key is not None  # a lock of new_lock keeps its fence
+        return key
 
     async def holder(self) -> tuple[Holder, str] | None:
         raw = await self.lock.redis.get(self.lock.key)
