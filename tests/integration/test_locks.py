@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from helpers import wait_for
+from helpers.api import chain_spec
 
 from strands_durable.errors import LockLost, LockNotAcquired, SessionNotFound
 from strands_durable.sessions.control import pause
@@ -16,14 +17,6 @@ from strands_durable.store.locks import Lock, locked
 from strands_durable.store.store import Store
 
 pytestmark = pytest.mark.integration
-
-SPEC = """
-version: 0
-name: locks
-runtime: {provider: scripted}
-agents: {a: {prompt: "You answer."}}
-pattern: {type: chain, config: {steps: [{agent: a, input: "hi"}]}}
-"""
 
 
 def make(store: Store, ttl_ms: int = 5_000) -> Lock:
@@ -77,7 +70,7 @@ async def test_an_action_that_waited_for_a_delete_leaves_nothing_behind(
     """A pause that found the session, then waited for its lock while a delete held it,
     takes the lock after the delete and is refused: the lock it took leaves no key (its
     fencing counter outlived the session, without expiry, 2 times in 5 of a race)."""
-    sid, _ = await start_session(store, load_spec_text(SPEC, "locks.yaml"))
+    sid, _ = await start_session(store, load_spec_text(chain_spec(1), "locks.yaml"))
     found = asyncio.Event()
     exists = store.exists
 
