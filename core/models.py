@@ -150,9 +150,15 @@ class StepJob:
     def conversation_lane(self) -> str:
         return self.lane or self.agent
 
+    def gate_fields(self) -> tuple[str, str, str, str]:
+        """What its stream entry carries beside its JSON, so that a take gates it without
+        decoding the job (store/lua/_lib.lua enqueue): step, attempt, lane, kind."""
+        return self.key, str(self.attempt), self.conversation_lane, self.kind.value
+
     def to_fields(self) -> dict[str, str]:
-        return {"sid": self.session_id, "step": self.key, "attempt": str(self.attempt),
-                "job": self.to_json()}
+        step, attempt, lane, kind = self.gate_fields()
+        return {"sid": self.session_id, "step": step, "attempt": attempt, "lane": lane,
+                "kind": kind, "job": self.to_json()}
 
     def to_json(self) -> str:
         # Its fields as they are: the same JSON as asdict's, without its deep copy.

@@ -4,9 +4,11 @@ decoded (gate.lua and take.lua: script_gate.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from strands_durable.models import Event
 from strands_durable.store.codec import as_str
 from strands_durable.store.records import ClaimedEntries, TakenEntry
 from strands_durable.store.script_gate import FairArgs, TakeSpelling, decode_taken, pairs
@@ -82,9 +84,8 @@ class CommitArgs:
     conversation_mode: str  # none | append | replace
     messages: str  # JSON array of message JSON texts
     lane: str
-    next_jobs: str  # JSON array of job JSON texts
     artifacts: str  # JSON object
-    events: str  # JSON array of event field maps
+    events_count: int  # how many values `events` holds
     checkpoint: str  # checkpoint JSON (the script appends the lane's length)
     waiting: str  # steps waiting for a human, JSON array
     timers: str  # JSON array of [due ms, job JSON]
@@ -93,6 +94,22 @@ class CommitArgs:
     take: int  # new entries to take and gate after an 'ok' (the worker's free slots)
     spelling: TakeSpelling
     fair: FairArgs
+    events: tuple[str, ...]  # each event: its count of fields and values, then those
+    # The steps it schedules, five values each: what their stream entries carry beside
+    # the job (step, attempt, conversation lane, kind; StepJob.to_fields), its JSON last.
+    next_jobs: tuple[str, ...]
+
+
+def event_values(events: Sequence[Event]) -> tuple[str, ...]:
+    """Events as commit.lua reads them, with nothing to decode (_lib.lua
+    add_events_at): each one's count of fields and values, then those."""
+    out: list[str] = []
+    for event in events:
+        fields = event.to_fields()
+        out.append(str(2 * len(fields)))
+        for item in fields.items():
+            out += item
+    return tuple(out)
 
 
 # -- fail_step.lua ------------------------------------------------------------------

@@ -47,6 +47,7 @@ from strands_durable.store.script_step import (
     ReleaseArgs,
     RenewArgs,
     StreamKeys,
+    event_values,
 )
 from strands_durable.store.streams import fair_args, take_spelling
 
@@ -137,6 +138,7 @@ class StepPath(StoreBase):
         result_json, state_json = req.result.to_json(), dumps(req.state)
         messages = [dumps(m) for m in lane_items]
         jobs = [j.to_json() for j in req.next_jobs]
+        events = event_values(req.events)
         res = await self.scripts.commit(
             keys=CommitKeys(
                 meta=k.meta(sid), results=k.results(sid), order=k.order(sid),
@@ -153,15 +155,18 @@ class StepPath(StoreBase):
                 reason=req.reason, input_tokens=req.result.input_tokens,
                 output_tokens=req.result.output_tokens, agent=job.agent,
                 now_iso=req.now_iso, now_ms=req.now_ms, conversation_mode=mode,
-                messages=dumps(messages), lane=lane, next_jobs=dumps(jobs),
+                messages=dumps(messages), lane=lane,
                 artifacts=dumps(req.artifacts),
-                events=dumps([e.to_fields() for e in req.events]), checkpoint=checkpoint,
+                events_count=len(events), checkpoint=checkpoint,
                 waiting=dumps(list(req.waiting)),
                 timers=dumps([[due, j.to_json()] for due, j in req.timers]),
                 events_max=self.events_max, answers_human=int(req.answers_human),
                 take=take_next, spelling=take_spelling(k, shard),
                 fair=fair_args(self.fair_weights, self.fair_look.get(shard, True),
-                               self.fair_limits)),
+                               self.fair_limits),
+                events=events,
+                next_jobs=tuple(v for j, text in zip(req.next_jobs, jobs, strict=True)
+                                for v in (*j.gate_fields(), text))),
         )
         if res.verdict == "ok":
             written = commit_bytes(result_json, state_json, messages, jobs, req.artifacts)

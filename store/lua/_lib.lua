@@ -50,10 +50,37 @@ local function add_events(events_key, events_json, maxlen)
   end
 end
 
-local function enqueue(stream, job_json)
-  local job = cjson.decode(job_json)
-  return redis.call('XADD', stream, '*', 'sid', job['session_id'], 'step', job['key'],
-    'attempt', tostring(job['attempt']), 'job', job_json)
+-- The same for events sent as ARGV (store/script_step.py event_values), nothing to
+-- decode: from `at`, `count` values, each event its count of fields and values, then those.
+local function add_events_at(events_key, at, count, maxlen)
+  local i, stop = at, at + count
+  while i < stop do
+    local n = tonumber(ARGV[i])
+    add_event(events_key, maxlen, unpack(ARGV, i + 1, i + n))
+    i = i + n + 1
+  end
+end
+
+-- A conversation lane as a job names it: its own, or its agent's.
+local function job_lane(job)
+  local lane = job['lane']
+  if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
+  return tostring(lane)
+end
+
+-- A step job onto a shard's stream. Beside the job's JSON its entry carries what a take
+-- reads to gate it (session, step, attempt, conversation lane, kind), so a take never
+-- decodes the job. `known`: those five as the caller has them ({sid, step, attempt,
+-- lane, kind}: commit.lua's, from the worker); without it they are read from the job.
+local function enqueue(stream, job_json, known)
+  local f = known
+  if f == nil then
+    local job = cjson.decode(job_json)
+    f = {job['session_id'], job['key'], tostring(job['attempt']), job_lane(job),
+         tostring(job['kind'] or 'agent')}
+  end
+  return redis.call('XADD', stream, '*', 'sid', f[1], 'step', f[2], 'attempt', f[3],
+    'lane', f[4], 'kind', f[5], 'job', job_json)
 end
 
 -- Move the session to `status` in its meta hash and in the status indexes.
@@ -159,15 +186,22 @@ end
 -- read or its session is not found under the spelling; it stays pending, ours, and
 -- the worker gates it with gate.lua.
 local function gate_entry(stream, group, consumer, sp, id, raw)
-  local job_json = nil
-  for i = 1, #raw, 2 do if raw[i] == 'job' then job_json = raw[i + 1] end end
-  local ok, job = pcall(cjson.decode, job_json or '')
-  if not (ok and type(job) == 'table' and type(job['session_id']) == 'string'
-      and string.match(job['session_id'], UUID) and type(job['key']) == 'string'
-      and type(job['attempt']) == 'number') then
+  local f = {}
+  for i = 1, #raw, 2 do f[raw[i]] = raw[i + 1] end
+  local job_json, sid, step, attempt, lane, kind = f.job, f.sid, f.step, f.attempt,
+    f.lane, f.kind
+  if job_json and not (lane and kind) then  -- written before entries carried them
+    local ok, job = pcall(cjson.decode, job_json)
+    if not (ok and type(job) == 'table' and type(job['session_id']) == 'string'
+        and type(job['key']) == 'string' and type(job['attempt']) == 'number') then
+      return {id, raw, 'ungated'}
+    end
+    sid, step, attempt = job['session_id'], job['key'], tostring(job['attempt'])
+    lane, kind = job_lane(job), job['kind']
+  end
+  if not (job_json and sid and string.match(sid, UUID) and step and tonumber(attempt)) then
     return {id, raw, 'ungated'}
   end
-  local sid, step = job['session_id'], job['key']
   local meta = sp.prefix .. sid
   -- One read of the meta hash: its status, who committed last, then the wanted fields.
   local read = redis.call('HMGET', meta, 'status', 'last_by', unpack(sp.wanted))
@@ -181,19 +215,17 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
     ack(stream, group, id)
     return {id, raw, 'terminal'}
   end
-  if status == 'failed' or (status == 'paused' and job['kind'] ~= 'hitl_timeout') then
+  if status == 'failed' or (status == 'paused' and kind ~= 'hitl_timeout') then
     redis.call('RPUSH', meta .. sp.held, job_json)
     ack(stream, group, id)
     return {id, raw, 'held'}
   end
   -- step_started, as the worker writes it for gate.lua (Event.to_fields).
   add_event(meta .. sp.events, sp.events_max, 'type', 'step_started', 'step', step,
-    'attempt', tostring(job['attempt']), 'worker', consumer, 'at', sp.now, 'detail', '')
+    'attempt', attempt, 'worker', consumer, 'at', sp.now, 'detail', '')
   local values = {}
   for i = 3, #read do values[i - 2] = read[i] or '' end
-  local lane = job['lane']
-  if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
-  local conversation = meta .. sp.conversation .. tostring(lane)
+  local conversation = meta .. sp.conversation .. lane
   local order_len = redis.call('LLEN', meta .. sp.order)
   local tail = {}
   if order_len > 0 and last_by ~= consumer then

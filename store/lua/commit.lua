@@ -48,17 +48,18 @@ local now_ms = ARGV[15]
 local conversation_mode = ARGV[16]
 local messages = ARGV[17]
 local lane = ARGV[18]
-local next_jobs = ARGV[19]
-local artifacts = ARGV[20]
-local events = ARGV[21]
-local checkpoint = ARGV[22]
-local waiting = ARGV[23]
-local timers = ARGV[24]
-local events_max = ARGV[25]
-local answers_human = ARGV[26]
-local take = ARGV[27]
-local spelling_at = 28  -- ARGV[28..37]: TakeSpelling's fields
-local fair_at = 38  -- ARGV[38..41]: FairArgs's fields
+local artifacts = ARGV[19]
+local events_count = ARGV[20]
+local checkpoint = ARGV[21]
+local waiting = ARGV[22]
+local timers = ARGV[23]
+local events_max = ARGV[24]
+local answers_human = ARGV[25]
+local take = ARGV[26]
+local spelling_at = 27  -- ARGV[27..36]: TakeSpelling's fields
+local fair_at = 37  -- ARGV[37..40]: FairArgs's fields
+local events_at = 41  -- ARGV[events_at..]: events
+local next_jobs_at = events_at + tonumber(events_count)  -- ARGV[next_jobs_at..]: next_jobs
 
 local carried = entry_id ~= ''
 if carried and not owns(stream_key, group, entry_id, consumer) then
@@ -113,17 +114,23 @@ if conversation_mode ~= 'none' then
   redis.call('SADD', conversations_key, lane)
 end
 
-for name, body in pairs(cjson.decode(artifacts)) do
+for name, body in pairs(artifacts == '{}' and {} or cjson.decode(artifacts)) do
   redis.call('HSET', artifacts_key, name, body)
 end
 
 -- A session already ended keeps its status and schedules nothing (a failed one holds
 -- its next steps for a resume); a paused one holds its next steps until resumed.
-local jobs = cjson.decode(next_jobs)
+-- Each {job JSON, what its stream entry carries beside it} (enqueue in _lib.lua), the
+-- latter as the worker sent it, or nil for a job read back from Redis.
+local jobs = {}
+for job_at = next_jobs_at, #ARGV, 5 do  -- step, attempt, lane, kind, then the JSON
+  jobs[#jobs + 1] = {ARGV[job_at + 4], {session_id, ARGV[job_at], ARGV[job_at + 1],
+                                        ARGV[job_at + 2], ARGV[job_at + 3]}}
+end
 -- An answer to a human-in-the-loop step (given, or its default after the timeout)
 -- resumes the paused session: release what was held back.
 if answers_human == '1' and status == 'paused' and decided ~= 'paused' then
-  for _, job in ipairs(redis.call('LRANGE', held_key, 0, -1)) do jobs[#jobs + 1] = job end
+  for _, job in ipairs(redis.call('LRANGE', held_key, 0, -1)) do jobs[#jobs + 1] = {job} end
   redis.call('DEL', held_key)
   redis.call('HSET', meta_key, 'paused_reason', '')
   unpause_clock(meta_key, now)
@@ -132,12 +139,12 @@ end
 if status == 'failed' then
   -- A sibling step failed the session while this one ran: hold what this one
   -- schedules, so a resume continues every branch, not only the failed one.
-  for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job) end
+  for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job[1]) end
   jobs = {}
 elseif is_terminal(status) then
   jobs = {}
 elseif status == 'paused' then
-  for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job) end
+  for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job[1]) end
   jobs = {}
   if decided == 'completed' or decided == 'failed' then
     status = set_status_from(meta_key, session_id, status, decided, now_ms)
@@ -147,7 +154,7 @@ else
     status = set_status_from(meta_key, session_id, status, decided, now_ms)
   end
   if decided == 'paused' then
-    for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job) end
+    for _, job in ipairs(jobs) do redis.call('RPUSH', held_key, job[1]) end
     jobs = {}
   end
 end
@@ -155,7 +162,7 @@ if decided == 'failed' then redis.call('HSET', meta_key, 'error', reason) end
 if decided == 'paused' then
   redis.call('HSET', meta_key, 'paused_reason', reason, 'paused_at_ms', now_ms)
 end
-for _, job in ipairs(jobs) do enqueue(stream_key, job) end
+for _, job in ipairs(jobs) do enqueue(stream_key, job[1], job[2]) end
 -- A namespace other than `default` with steps on the stream makes the shard's takes
 -- fair (_lib.lua); `default` alone writes nothing here.
 if namespace and #jobs > 0 then
@@ -169,7 +176,7 @@ end
 local new_version = tostring((tonumber(version) or 0) + 1)
 redis.call('HSET', meta_key, 'state', state, 'waiting', waiting, 'updated_at', now_iso,
   'last_by', consumer, 'steps', steps_done + 1, 'version', new_version)
-if not is_terminal(status) then
+if timers ~= '[]' and not is_terminal(status) then
   for _, timer in ipairs(cjson.decode(timers)) do
     redis.call('ZADD', timers_key, timer[1], timer[2])
   end
@@ -181,7 +188,7 @@ if conversation_mode ~= 'none' then
   checkpoint = string.sub(checkpoint, 1, -2) .. ',"lane_len":' .. lane_len .. '}'
 end
 redis.call('RPUSH', checkpoints_key, checkpoint)
-add_events(events_key, events, events_max)
+add_events_at(events_key, events_at, tonumber(events_count), events_max)
 touch_indexes(session_id, status, now_ms)  -- updated_at is set with the state above
 local fa = read_fair(fair_at)
 if carried then

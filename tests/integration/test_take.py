@@ -114,3 +114,52 @@ async def test_a_take_brings_the_newest_results_only_to_whom_did_not_commit_them
     # c2 committed step:1 itself: its cache holds it, nothing is brought.
     [entry] = await take(store, "c2")
     assert entry.order_len == 2 and entry.tail == []
+
+
+async def scheduled_after_first(store: Store) -> tuple[str, StepJob]:
+    """A session whose step:0 committed two messages on lane `a` and scheduled step:1,
+    an agent `b` step on that lane at attempt 2, whose entry waits on the stream."""
+    sid, _ = await store.create_session(new_session())
+    [entry] = await take(store)
+    job = StepJob.from_json(entry.fields["job"])
+    following = StepJob(session_id=sid, key="step:1", agent="b", input="next", lane="a",
+                        attempt=2)
+    outcome = await store.commit(commit_request(job, entry.entry_id, "c1",
+                                                next_jobs=(following,)))
+    assert outcome.verdict == "ok"
+    return sid, following
+
+
+async def test_a_step_entry_carries_what_a_take_gates_it_by(store: Store) -> None:
+    # Beside the job: its step, attempt, lane and kind, so that no script decodes it.
+    sid, following = await scheduled_after_first(store)
+    stream = store.keys.stream(0)
+    [(entry_id, fields)] = await store.redis.xrange(stream)
+    assert fields == {"sid": sid, "step": "step:1", "attempt": "2", "lane": "a",
+                      "kind": "agent", "job": following.to_json()}
+    # The take reads those, not the job: a job that names no lane (agent b's own) does
+    # not change which conversation comes with the step.
+    await store.redis.xdel(stream, entry_id)
+    laneless = StepJob(**{**vars(following), "lane": ""})
+    await store.redis.xadd(stream, {**fields, "job": laneless.to_json()})
+    [taken] = await take(store)
+    assert taken.gate is not None and taken.gate.verdict == "run"
+    assert taken.lane is not None and taken.lane[0] == 2  # lane a's, not agent b's
+    started = [f for _, f in await store.events(sid) if f["type"] == "step_started"]
+    assert (started[-1]["step"], started[-1]["attempt"]) == ("step:1", "2")
+
+
+async def test_an_entry_written_before_it_carried_them_is_gated_from_its_job(
+        store: Store) -> None:
+    # An entry an older version left on the stream: sid, step, attempt and job only.
+    sid, following = await scheduled_after_first(store)
+    stream = store.keys.stream(0)
+    [(entry_id, _)] = await store.redis.xrange(stream)
+    await store.redis.xdel(stream, entry_id)
+    await store.redis.xadd(stream, {"sid": sid, "step": "step:1", "attempt": "2",
+                                    "job": following.to_json()})
+    [taken] = await take(store)
+    assert taken.gate is not None and taken.gate.verdict == "run"
+    assert taken.lane is not None and taken.lane[0] == 2
+    started = [f for _, f in await store.events(sid) if f["type"] == "step_started"]
+    assert (started[-1]["step"], started[-1]["attempt"]) == ("step:1", "2")

@@ -75,17 +75,20 @@ def test_every_script_has_a_typed_call_with_dataclass_contracts() -> None:
         assert script_source(name)
 
 
-def test_commit_contract_is_21_keys_and_41_args() -> None:
+def test_commit_contract_is_21_keys_and_40_args_then_events_and_scheduled_steps() -> None:
     keys, args = contracts()["commit"]
     index = IndexKeys(*[f"i{n}" for n in range(6)])
     k = keys(*[f"k{n}" for n in range(len(dataclasses.fields(keys)) - 1)], index)
-    a = args(*range(len(dataclasses.fields(args)) - 2), TakeSpelling(*range(10)),
-             FairArgs(1, "", 1, ""))
+    events = ("4", "type", "step_completed", "step", "step:0")
+    scheduled = ("step:1", "1", "a", "agent", "{}", "step:2", "1", "b", "agent", "{}")
+    a = args(*range(len(dataclasses.fields(args)) - 4), TakeSpelling(*range(10)),
+             FairArgs(1, "", 1, ""), events, scheduled)
     # 13 of the session and shard, `took` (a retried commit's take), the unwritten key
     # (the take never runs on a half-moved slot), the six indexes
     assert len(flat(k)) == 21 and flat(k)[-6:] == [f"i{n}" for n in range(6)]
-    # 26, then the take: count, TakeSpelling (10) and FairArgs (4)
-    assert len(flat(a)) == 41
+    # 25, then the take: count, TakeSpelling (10) and FairArgs (4), then the events and
+    # the next steps (each job's entry fields beside it): nothing for Lua to decode
+    assert flat(a)[40:] == [*events, *scheduled]
     assert "'hitl'" not in script_source("commit")  # Lua knows no planner names
 
 
