@@ -11,12 +11,12 @@ from strands_durable.store.script_library import ScriptLibrary
 
 
 # -- quota_place.lua ------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class QuotaPlaceKeys:
     places: str  # the namespace's active set: member -> when it took its place
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class QuotaPlaceArgs:
     member: str
     limit: int
@@ -24,12 +24,12 @@ class QuotaPlaceArgs:
 
 
 # -- token_save.lua -------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TokenSaveKeys:
     tokens: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TokenSaveArgs:
     token_id: str
     record: str

@@ -12,13 +12,13 @@ __all__ = ["AcquireArgs", "AcquireKeys", "CapacityKeys", "CapacityScripts", "Gra
            "ReleaseArgs", "ReleaseKeys", "Throttled", "ThrottledArgs", "ThrottledKeys"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CapacityKeys:
     state: str
     leases: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AcquireKeys:
     state: str
     leases: str
@@ -29,7 +29,7 @@ class AcquireKeys:
     scope_keys: tuple[str, ...]  # per spec scope: its state hash, its leases zset
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AcquireArgs:
     now_ms: int
     lease_ttl_ms: int
@@ -43,7 +43,7 @@ class AcquireArgs:
     scopes: str  # JSON [[rpm, tpm, in flight], ...]: scope i's keys are scopes[2i-2:2i]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReleaseKeys:
     state: str
     leases: str
@@ -51,7 +51,7 @@ class ReleaseKeys:
     scope_leases: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReleaseArgs:
     lease_id: str
     extra_tokens: int  # used minus estimated
@@ -62,14 +62,14 @@ class ReleaseArgs:
     told_rpm: int  # the requests-per-minute limit the provider named in its answer, 0 if none
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ThrottledKeys:
     state: str
     leases: str
     scope_leases: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ThrottledArgs:
     now_ms: int
     lease_id: str
@@ -79,7 +79,7 @@ class ThrottledArgs:
     min_rpm: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Grant:
     granted: bool
     wait_ms: int
@@ -102,7 +102,7 @@ class Grant:
                    lease_id=as_str(reply[7]), learned_rpm=float(as_str(reply[8])))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Throttled:
     """capacity_throttled.lua: {rpm in force, in-flight limit}."""
 

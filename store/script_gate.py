@@ -14,7 +14,7 @@ from strands_durable.store.script_library import ScriptLibrary
 
 
 # -- gate.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GateKeys:
     meta: str
     stream: str
@@ -25,7 +25,7 @@ class GateKeys:
     journal: str  # the step's journal (model turns and tool results to replay)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class GateArgs:
     group: str
     consumer: str
@@ -40,7 +40,7 @@ class GateArgs:
 
 
 # -- take.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TakeSpelling:
     """How take.lua and commit.lua spell the keys of any session on a shard from a
     stream entry's session id: prefix + id (+ suffix; Keys.session_suffixes)."""
@@ -57,7 +57,7 @@ class TakeSpelling:
     fair_prefix: str  # the shard's fair-dispatch state (Keys.fair; _lib.lua)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FairArgs:
     """What a take (take.lua, commit.lua's) needs to be fair between namespaces."""
 
@@ -67,13 +67,13 @@ class FairArgs:
     limits: str  # "ns=n ...": namespaces' quotas of steps in flight, this shard's part
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TakeKeys:
     stream: str
     unwritten: str  # never written: keeps the script off a half-moved slot (Keys.unwritten)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TakeArgs:
     group: str
     consumer: str

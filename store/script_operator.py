@@ -16,7 +16,7 @@ from strands_durable.store.script_step import StreamKeys
 
 
 # -- control.lua --------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ControlKeys:
     meta: str
     events: str
@@ -27,7 +27,7 @@ class ControlKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ControlArgs:
     session_id: str
     action: str  # pause | resume | cancel
@@ -40,7 +40,7 @@ class ControlArgs:
 
 
 # -- requeue.lua --------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequeueKeys:
     meta: str
     events: str
@@ -52,7 +52,7 @@ class RequeueKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RequeueArgs:
     session_id: str
     steps: str  # JSON array of [step, failed job JSON as read, job JSON to enqueue]
@@ -65,7 +65,7 @@ class RequeueArgs:
 
 
 # -- fork.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ForkKeys:
     meta: str
     results: str
@@ -81,7 +81,7 @@ class ForkKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ForkArgs:
     session_id: str
     fields: str  # meta hash fields, JSON object
@@ -97,7 +97,7 @@ class ForkArgs:
 
 
 # -- delete.lua ---------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeleteKeys:
     meta: str
     conversations: str
@@ -110,7 +110,7 @@ class DeleteKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeleteArgs:
     session_id: str
     conversation_prefix: str
@@ -121,43 +121,43 @@ class DeleteArgs:
 
 
 # -- ack.lua, lane_page.lua ---------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AckArgs:
     group: str
     entry_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LaneKeys:
     lane: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LanePageArgs:
     page: int
 
 
 # -- results_page.lua ----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ResultsKeys:
     order: str
     results: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ResultsPageArgs:
     first: int
     last: int  # inclusive; -1: the end
 
 
 # -- live_append.lua -----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LiveAppendKeys:
     # Per session, its meta hash and its live stream (sessions of one shard: one slot).
     sessions: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LiveAppendArgs:
     maxlen: int
     ttl_s: int
@@ -167,24 +167,24 @@ class LiveAppendArgs:
 
 
 # -- lock_release.lua, lock_extend.lua ------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockKeys:
     lock: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockReleaseArgs:
     token: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class LockExtendArgs:
     token: str
     ttl_ms: int
 
 
 # -- retire_consumer.lua ------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RetireConsumerArgs:
     group: str
     consumer: str
@@ -192,14 +192,14 @@ class RetireConsumerArgs:
 
 
 # -- flag_stuck.lua -----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FlagStuckKeys:
     meta: str
     running_index: str
     events: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FlagStuckArgs:
     session_id: str
     score: str  # the running index's score when the session was found stuck
@@ -209,14 +209,14 @@ class FlagStuckArgs:
 
 
 # -- beat.lua, declare_dead.lua, claim_orphans.lua (fast failover) --------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BeatKeys:
     beats: str
     deaths: str
     stream: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BeatArgs:
     consumer: str  # '' to look only (the scheduler)
     seq: int  # the beat's number: it changes with every beat
@@ -224,7 +224,7 @@ class BeatArgs:
     holder: str  # the consumer a dead one's entries wait under (store/liveness.py)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeclareDeadKeys:
     beats: str
     deaths: str
@@ -233,7 +233,7 @@ class DeclareDeadKeys:
     unwritten: str  # the session events spelled inside are in this slot
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeclareDeadArgs:
     consumer: str
     seq: str  # its beat as the caller saw it last: any other and it is alive
@@ -250,14 +250,14 @@ class DeclareDeadArgs:
     detail: str  # the worker_declared_dead events' detail
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimOrphansKeys:
     stream: str
     orphans: str
     deaths: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimOrphansArgs:
     group: str
     consumer: str
@@ -266,7 +266,7 @@ class ClaimOrphansArgs:
 
 
 # -- the failover scripts' replies -------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class BeatReply:
     """beat.lua: {flat beats, own declaration JSON or '', 1 if orphans wait}."""
 
@@ -281,7 +281,7 @@ class BeatReply:
                    bool(int(reply[2])))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Declared:
     """declare_dead.lua's {'declared', n, ids...} ({'alive'} decodes to None)."""
 
@@ -294,7 +294,7 @@ class Declared:
         return cls(tuple(as_str(x) for x in reply[2:]))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Orphan:
     """An entry of a consumer declared dead, now pending under the caller."""
 
@@ -305,7 +305,7 @@ class Orphan:
     since_last_beat_s: float | None  # from the dead consumer's last beat to now
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Orphans:
     """claim_orphans.lua: {1 if more wait, {{id, flat fields, deliveries, dead, ms since
     its last beat (-1: unknown)}, ...}}."""

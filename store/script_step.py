@@ -16,7 +16,7 @@ from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdi
 
 
 # -- create.lua ---------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CreateKeys:
     meta: str
     idempotency: str  # the idempotency key's record (a dummy in the same slot if none)
@@ -29,7 +29,7 @@ class CreateKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CreateArgs:
     session_id: str
     fields: str  # meta hash fields, JSON object
@@ -44,7 +44,7 @@ class CreateArgs:
 
 
 # -- commit.lua ---------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CommitKeys:
     meta: str
     results: str
@@ -64,7 +64,7 @@ class CommitKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CommitArgs:
     session_id: str
     step: str
@@ -113,7 +113,7 @@ def event_values(events: Sequence[Event]) -> tuple[str, ...]:
 
 
 # -- fail_step.lua ------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FailStepKeys:
     meta: str
     events: str
@@ -124,7 +124,7 @@ class FailStepKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FailStepArgs:
     session_id: str
     step: str
@@ -143,7 +143,7 @@ class FailStepArgs:
 
 
 # -- dead_letter.lua ----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeadLetterKeys:
     meta: str
     events: str
@@ -154,7 +154,7 @@ class DeadLetterKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeadLetterArgs:
     session_id: str
     step: str
@@ -171,7 +171,7 @@ class DeadLetterArgs:
 
 
 # -- journal.lua ----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JournalKeys:
     stream: str
     journal: str
@@ -180,7 +180,7 @@ class JournalKeys:
     meta: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JournalArgs:
     group: str
     consumer: str
@@ -195,19 +195,19 @@ class JournalArgs:
 
 
 # -- one stream: renew.lua, release.lua, promote_timers.lua, claim_session.lua ---------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StreamKeys:
     stream: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RenewArgs:
     group: str
     consumer: str
     entry_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ReleaseArgs:
     group: str
     consumer: str
@@ -215,7 +215,7 @@ class ReleaseArgs:
     entry_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PromoteTimersKeys:
     timers: str
     stream: str
@@ -223,14 +223,14 @@ class PromoteTimersKeys:
     fair_ready: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PromoteTimersArgs:
     now_ms: int
     limit: int
     only_session: str  # '' for every session's timers
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ClaimSessionArgs:
     group: str
     consumer: str
@@ -243,13 +243,13 @@ class ClaimSessionArgs:
 
 
 # -- park_entry.lua -----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ParkEntryKeys:
     stream: str
     dead: str  # the shard's dead-letter stream
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ParkEntryArgs:
     group: str
     consumer: str

@@ -10,7 +10,7 @@ from strands_durable.store.script_library import IndexKeys, ScriptLibrary
 
 
 # -- export.lua -----------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ExportKeys:
     meta: str
     results: str
@@ -27,7 +27,7 @@ class ExportKeys:
     unwritten: str  # the lanes and journals are spelled in the slot (as take.lua does)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ExportArgs:
     session_id: str
     conversation_prefix: str
@@ -35,7 +35,7 @@ class ExportArgs:
 
 
 # -- import_session.lua -----------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ImportKeys:
     meta: str
     results: str
@@ -55,7 +55,7 @@ class ImportKeys:
     index: IndexKeys
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ImportArgs:
     session_id: str
     document: str  # the session's parts as JSON arrays (store/export.py import_payload)
