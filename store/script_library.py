@@ -6,6 +6,7 @@ verdict script shares (`Verdict`)."""
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
@@ -29,9 +30,14 @@ NAMES = (
 
 
 @cache
+def _lib_source() -> str:
+    return (resources.files("strands_durable.store") / "lua" / "_lib.lua").read_text()
+
+
+@cache
 def script_source(name: str) -> str:
     lua = resources.files("strands_durable.store") / "lua"
-    return (lua / "_lib.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+    return _lib_source() + "\n" + (lua / f"{name}.lua").read_text()
 
 
 @dataclass(slots=True)
@@ -145,7 +151,7 @@ def binding_header(keys: type, args: type) -> str:
     lines += _bindings(keys, "KEYS", "_key", later)
     lines += _bindings(args, "ARGV", "", later)
     names = [line.split()[1] for line in lines + later if line.startswith("local ")]
-    clash = sorted({n for n in names if names.count(n) > 1} | (set(names) & RESERVED))
+    clash = sorted({n for n in names if names.count(n) > 1} | (set(names) & reserved_names()))
     if clash:
         raise ValueError(f"{keys.__name__}/{args.__name__}: names {clash} clash; "
                          "rename the fields")
@@ -200,19 +206,21 @@ def _bindings(cls: type, array: str, suffix: str, later: list[str]) -> list[str]
     return out
 
 
-# Names a binding must not take: Lua's own, Redis's, and _lib.lua's helpers.
-RESERVED = frozenset({
+# Names a binding must not take: Lua's own, Redis's, and _lib.lua's (reserved_names).
+LUA_NAMES = frozenset({
     "KEYS", "ARGV", "redis", "cjson", "cmsgpack", "bit", "struct", "string", "table",
     "math", "type", "next", "select", "error", "assert", "pairs", "ipairs", "unpack",
     "pcall", "tostring", "tonumber", "print", "setmetatable", "getmetatable", "rawget",
-    "rawset", "STATUSES", "index_keys", "is_terminal", "owns", "ack", "add_event",
-    "add_events", "enqueue", "set_status", "set_status_from", "touch_indexes", "touch",
-    "bump_version", "UUID", "read_spelling", "gate_entry", "take_new", "FAIR_SCAN",
-    "FAIR_LAG", "FAIR_WINDOW_MS", "read_fair", "fair_open", "fair_tag", "fair_first",
-    "fair_dispatched", "fair_close", "fair_entry", "fair_defer", "fair_place",
-    "last_delivered", "fair_refill", "takes_slot", "fair_take", "FAIR_PRUNE", "ns_numbers",
-    "fair_full", "fair_running",
+    "rawset",
 })
+_LIB_NAME = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
+
+
+@cache
+def reserved_names() -> frozenset[str]:
+    """LUA_NAMES and every top-level name of _lib.lua, its helpers and constants, read
+    from its source: a helper added there is reserved with it."""
+    return LUA_NAMES | frozenset(_LIB_NAME.findall(_lib_source()))
 
 
 # -- replies ----------------------------------------------------------------------------

@@ -216,6 +216,9 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
     return {id, raw, 'terminal'}
   end
   if status == 'failed' or (status == 'paused' and kind ~= 'hitl_timeout') then
+    -- Held, the job is decoded when released (enqueue): one that cannot be is the
+    -- worker's to park, as an entry the take cannot gate.
+    if not pcall(cjson.decode, job_json) then return {id, raw, 'ungated'} end
     redis.call('RPUSH', meta .. sp.held, job_json)
     ack(stream, group, id)
     return {id, raw, 'held'}

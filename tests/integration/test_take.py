@@ -163,3 +163,32 @@ async def test_an_entry_written_before_it_carried_them_is_gated_from_its_job(
     assert taken.lane is not None and taken.lane[0] == 2
     started = [f for _, f in await store.events(sid) if f["type"] == "step_started"]
     assert (started[-1]["step"], started[-1]["attempt"]) == ("step:1", "2")
+
+
+async def test_token_counters_add_up_over_commits_per_agent_too(store: Store) -> None:
+    # Written with the meta hash's one HSET as HINCRBY would leave them.
+    sid, following = await scheduled_after_first(store)  # step:0 by a: 3 in, 4 out
+    [taken] = await take(store)
+    by_a = StepJob(**{**vars(following), "agent": "a"})  # a's count grows again
+    outcome = await store.commit(commit_request(by_a, taken.entry_id, "c1", version=2,
+                                                tokens=(10, 20)))
+    assert outcome.verdict == "ok"
+    usage = (await store.get_session(sid)).token_usage
+    assert (usage.total_input_tokens, usage.total_output_tokens) == (13, 24)
+    assert usage.by_agent == {"a": 37}
+
+
+async def test_a_job_a_paused_session_cannot_decode_is_not_held(store: Store) -> None:
+    # Held, a job is decoded when released: a broken one (its entry's fields in order)
+    # is left pending, ungated, for the worker to park; nothing a resume could not
+    # release is held.
+    sid, _ = await scheduled_after_first(store)
+    stream = store.keys.stream(0)
+    [(entry_id, fields)] = await store.redis.xrange(stream)
+    await store.redis.xdel(stream, entry_id)
+    await store.redis.hset(store.keys.meta(sid), "status", "paused")
+    broken = await store.redis.xadd(stream, {**fields, "job": '{"session_id": '})
+    [taken] = await take(store)
+    assert (taken.entry_id, taken.gate) == (broken, None)
+    assert await pending_under(store, broken) == "c1"
+    assert await store.redis.llen(store.keys.held(sid)) == 0
