@@ -40,8 +40,9 @@ async def snapshot(store: Store) -> dict[str, bytes]:
 
 
 def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of a `durable` process: no Redis unless given, the canary set."""
+    """The environment of a `durable` process: no Redis unless given (an in-memory one
+    for `durable run`, never a local store in the real home), the canary set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DURABLE_")}
-    env.update({"OPENAI_API_KEY": CANARY, "PYTHONUNBUFFERED": "1"})
+    env.update({"OPENAI_API_KEY": CANARY, "PYTHONUNBUFFERED": "1", "DURABLE_EPHEMERAL": "1"})
     env.update(extra)
     return env
