@@ -79,7 +79,7 @@ class ThrottledArgs:
     min_rpm: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Grant:
     granted: bool
     wait_ms: int
@@ -102,7 +102,7 @@ class Grant:
                    lease_id=as_str(reply[7]), learned_rpm=float(as_str(reply[8])))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Throttled:
     """capacity_throttled.lua: {rpm in force, in-flight limit}."""
 

@@ -266,7 +266,7 @@ class ClaimOrphansArgs:
 
 
 # -- the failover scripts' replies -------------------------------------------------------
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class BeatReply:
     """beat.lua: {flat beats, own declaration JSON or '', 1 if orphans wait}."""
 
@@ -281,7 +281,7 @@ class BeatReply:
                    bool(int(reply[2])))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Declared:
     """declare_dead.lua's {'declared', n, ids...} ({'alive'} decodes to None)."""
 
@@ -294,7 +294,7 @@ class Declared:
         return cls(tuple(as_str(x) for x in reply[2:]))
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Orphan:
     """An entry of a consumer declared dead, now pending under the caller."""
 
@@ -305,7 +305,7 @@ class Orphan:
     since_last_beat_s: float | None  # from the dead consumer's last beat to now
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Orphans:
     """claim_orphans.lua: {1 if more wait, {{id, flat fields, deliveries, dead, ms since
     its last beat (-1: unknown)}, ...}}."""
