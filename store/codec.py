@@ -5,6 +5,7 @@ stream entry ids Redis takes (a reader's `after` or `before`, checked and made b
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from strands_durable.errors import InvalidId
@@ -15,6 +16,17 @@ JSON_SEPARATORS = (",", ":")
 
 def dumps(value: Any) -> str:
     return compact_json(value)
+
+
+def flat_maps(out: list[str], maps: Iterable[Mapping[str, str]]) -> list[str]:
+    """Field maps as a script reads them from ARGV with nothing to decode (`out`
+    extended): each map its number of strings, then its names and values in turn
+    (_lib.lua add_events_at, live_append.lua)."""
+    for fields in maps:
+        out.append(str(2 * len(fields)))
+        for item in fields.items():
+            out += item
+    return out
 
 
 def as_str(value: Any) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from strands_durable.store.base import StoreBase
-from strands_durable.store.codec import as_entries, range_after
+from strands_durable.store.codec import as_entries, flat_maps, range_after
 from strands_durable.store.records import StreamEntry
 from strands_durable.store.script_operator import LiveAppendArgs, LiveAppendKeys
 
@@ -28,10 +28,7 @@ def _flat_batch(out: list[str], entries: Sequence[Mapping[str, str]]) -> None:
     """A batch as live_append.lua reads it: its number of entries, then each entry as
     its number of strings and its fields and values."""
     out.append(str(len(entries)))
-    for fields in entries:
-        out.append(str(2 * len(fields)))
-        for name, value in fields.items():
-            out += (name, value)
+    flat_maps(out, entries)
 
 
 class LiveOps(StoreBase):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from strands_durable.models import Event
-from strands_durable.store.codec import as_str
+from strands_durable.store.codec import as_str, flat_maps
 from strands_durable.store.records import ClaimedEntries, TakenEntry
 from strands_durable.store.script_gate import FairArgs, TakeSpelling, decode_taken, pairs
 from strands_durable.store.script_library import IndexKeys, ScriptLibrary, Verdict
@@ -101,15 +101,8 @@ class CommitArgs:
 
 
 def event_values(events: Sequence[Event]) -> tuple[str, ...]:
-    """Events as commit.lua reads them, with nothing to decode (_lib.lua
-    add_events_at): each one's count of fields and values, then those."""
-    out: list[str] = []
-    for event in events:
-        fields = event.to_fields()
-        out.append(str(2 * len(fields)))
-        for item in fields.items():
-            out += item
-    return tuple(out)
+    """Events as commit.lua reads them, with nothing to decode (codec.flat_maps)."""
+    return tuple(flat_maps([], (event.to_fields() for event in events)))
 
 
 # -- fail_step.lua ------------------------------------------------------------------
