@@ -29,15 +29,13 @@ NAMES = (
 )
 
 
-@cache
-def _lib_source() -> str:
-    return (resources.files("strands_durable.store") / "lua" / "_lib.lua").read_text()
+def _lua_text(name: str) -> str:
+    return (resources.files("strands_durable.store") / "lua" / f"{name}.lua").read_text()
 
 
 @cache
 def script_source(name: str) -> str:
-    lua = resources.files("strands_durable.store") / "lua"
-    return _lib_source() + "\n" + (lua / f"{name}.lua").read_text()
+    return _lua_text("_lib") + "\n" + _lua_text(name)
 
 
 @dataclass(slots=True)
@@ -220,7 +218,7 @@ _LIB_NAME = re.compile(r"^local (?:function )?([A-Za-z_]\w*)", re.M)
 def reserved_names() -> frozenset[str]:
     """LUA_NAMES and every top-level name of _lib.lua, its helpers and constants, read
     from its source: a helper added there is reserved with it."""
-    return LUA_NAMES | frozenset(_LIB_NAME.findall(_lib_source()))
+    return LUA_NAMES | frozenset(_LIB_NAME.findall(_lua_text("_lib")))
 
 
 # -- replies ----------------------------------------------------------------------------

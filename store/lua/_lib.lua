@@ -61,24 +61,20 @@ local function add_events_at(events_key, at, count, maxlen)
   end
 end
 
--- A conversation lane as a job names it: its own, or its agent's.
-local function job_lane(job)
+-- What a step's stream entry carries beside its job, read from the decoded job:
+-- {session, step, attempt, conversation lane (its own, or its agent's), kind}.
+local function gate_fields(job)
   local lane = job['lane']
   if type(lane) ~= 'string' or lane == '' then lane = job['agent'] end
-  return tostring(lane)
+  return {job['session_id'], job['key'], tostring(job['attempt']), tostring(lane),
+          tostring(job['kind'] or 'agent')}
 end
 
 -- A step job onto a shard's stream. Beside the job's JSON its entry carries what a take
--- reads to gate it (session, step, attempt, conversation lane, kind), so a take never
--- decodes the job. `known`: those five as the caller has them ({sid, step, attempt,
--- lane, kind}: commit.lua's, from the worker); without it they are read from the job.
+-- reads to gate it (gate_fields), so a take never decodes the job. `known`: those five
+-- as the caller has them (commit.lua's, from the worker); without it, from the job.
 local function enqueue(stream, job_json, known)
-  local f = known
-  if f == nil then
-    local job = cjson.decode(job_json)
-    f = {job['session_id'], job['key'], tostring(job['attempt']), job_lane(job),
-         tostring(job['kind'] or 'agent')}
-  end
+  local f = known or gate_fields(cjson.decode(job_json))
   return redis.call('XADD', stream, '*', 'sid', f[1], 'step', f[2], 'attempt', f[3],
     'lane', f[4], 'kind', f[5], 'job', job_json)
 end
@@ -196,8 +192,7 @@ local function gate_entry(stream, group, consumer, sp, id, raw)
         and type(job['key']) == 'string' and type(job['attempt']) == 'number') then
       return {id, raw, 'ungated'}
     end
-    sid, step, attempt = job['session_id'], job['key'], tostring(job['attempt'])
-    lane, kind = job_lane(job), job['kind']
+    sid, step, attempt, lane, kind = unpack(gate_fields(job))
   end
   if not (job_json and sid and string.match(sid, UUID) and step and tonumber(attempt)) then
     return {id, raw, 'ungated'}
