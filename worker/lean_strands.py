@@ -13,6 +13,11 @@ each walks its class's whole MRO with getattr and a predicate, twice (hooks and 
 about 7% of a one-turn step's CPU. Which attributes match is the class's, so the names
 are found once per class and each instance binds just those.
 
+The tools directory: every Agent scans the working directory's `./tools/` for tool
+modules, also when it is not to load them (`load_tools_from_directory`, off here): a
+stat per step, and a walk of that folder per step for a worker started beside one. Only
+an Agent that loads from it scans it now.
+
 The copies: Strands deep-copies the whole conversation twice per model call
 (`_normalize_messages`, and the model middleware's context) with `copy.deepcopy`,
 whose per-object bookkeeping was a third of a step's CPU. For plain data (dicts,
@@ -38,6 +43,7 @@ from opentelemetry.trace import Span
 from strands.hooks.registry import HookCallback
 from strands.telemetry.tracer import Tracer
 from strands.tools.decorator import DecoratedFunctionTool
+from strands.tools.registry import ToolRegistry
 
 
 def _recording(span: Span | None) -> bool:
@@ -127,6 +133,18 @@ def discover_tools(instance: object, plugin_name: str) -> list[DecoratedFunction
     return _discovered(instance, _is_tool)
 
 
+_INITIALIZE_TOOLS = ToolRegistry.initialize_tools
+
+
+def initialize_tools(self: ToolRegistry, load_tools_from_directory: bool = False) -> None:
+    """Strands' own when it loads from `./tools/`; else only what it does besides
+    scanning that folder for modules it would then skip."""
+    if load_tools_from_directory:
+        _INITIALIZE_TOOLS(self, load_tools_from_directory)
+    else:
+        self.tool_config = None
+
+
 # What Strands' two modules see as `copy`: the module, its deepcopy replaced.
 _COPY = types.SimpleNamespace(**{**{name: getattr(copy, name) for name in copy.__all__},
                                  "deepcopy": plain_deepcopy})
@@ -141,5 +159,6 @@ def install() -> None:
     strands_event_loop.copy = _COPY  # type: ignore[assignment]
     strands_streaming.copy = _COPY  # type: ignore[assignment]
     strands_plugin.discover_hooks = discover_hooks
+    ToolRegistry.initialize_tools = initialize_tools  # type: ignore[method-assign]
     strands_plugin.discover_tools = discover_tools
     strands_multiagent_plugin.discover_hooks = discover_hooks

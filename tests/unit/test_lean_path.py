@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -164,3 +165,31 @@ def test_plugin_discovery_finds_what_strands_finds() -> None:
                 == [getattr(f, "__name__", getattr(f, "tool_name", None)) for f in expected]
             # bound to this instance, not to the one the names were found on
             assert all(getattr(f, "__self__", plugin) is plugin for f in found)
+
+
+def test_an_agent_not_loading_tools_from_its_folder_does_not_scan_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from strands.tools.registry import ToolRegistry
+
+    from strands_durable.worker import lean_strands
+
+    lean_strands.install()
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "shout.py").write_text(
+        "from strands import tool\n\n@tool\ndef shout(text: str) -> str:\n"
+        "    \"\"\"Shout.\"\"\"\n    return text.upper()\n")
+    monkeypatch.chdir(tmp_path)
+    scanned: list[bool] = []
+    discover = ToolRegistry.discover_tool_modules
+
+    def counting(self: ToolRegistry) -> dict[str, Path]:
+        scanned.append(True)
+        return discover(self)
+
+    monkeypatch.setattr(ToolRegistry, "discover_tool_modules", counting)
+    idle = ToolRegistry()
+    idle.initialize_tools(load_tools_from_directory=False)
+    assert scanned == [] and idle.tool_config is None and "shout" not in idle.registry
+    loading = ToolRegistry()
+    loading.initialize_tools(load_tools_from_directory=True)  # Strands' own, unchanged
+    assert scanned == [True] and "shout" in loading.registry

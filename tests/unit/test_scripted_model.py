@@ -199,6 +199,27 @@ async def test_permanent_errors_are_not_retried() -> None:
     assert len(model.seen) == 1
 
 
+async def test_the_first_attempt_counts_as_attempt_one_of_the_policy(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The first attempt runs outside tenacity's loop; the retries that follow are
+    # numbered and bounded as if it had run inside.
+    model = FlakyModel([ConnectionResetError(), ConnectionResetError()])
+    with caplog.at_level("WARNING", logger="strands_durable.worker.agent_call"):
+        reply = await call_agent(model, system_prompt=None, history=[], prompt="p",
+                                 retry=FAST)
+    assert reply.text == "flaky: p"
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        "transient model error on attempt 1", "transient model error on attempt 2"]
+
+
+async def test_a_policy_of_one_attempt_does_not_retry() -> None:
+    model = FlakyModel([ConnectionResetError("once")])
+    with pytest.raises(ConnectionResetError, match="once"):
+        await call_agent(model, system_prompt=None, history=[], prompt="p",
+                         retry=RetryPolicy(attempts=1, wait_min_s=0.001, wait_max_s=0.01))
+    assert len(model.seen) == 1
+
+
 def test_retry_policy_is_validated() -> None:
     assert RetryPolicy() == RetryPolicy(attempts=3, wait_min_s=0.5, wait_max_s=8.0)
     with pytest.raises(ValueError, match="attempts"):
