@@ -17,6 +17,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from strands_durable.api.cli.output import terminal_safe
 from strands_durable.models import SessionStatus, StepResult
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.store.store import SessionRecord, Store
@@ -142,17 +143,19 @@ async def watch(store: Store, session_id: str, console: Console, *, poll_s: floa
 
 # -- durable watch --tokens ----------------------------------------------------------
 def token_text(entry: LiveEntry) -> str:
-    """What `watch --tokens` prints for one live entry: the model's text as it is, a line
+    """What `watch --tokens` prints for one live entry: the model's text as it is (but
+    for control characters, api/cli/output.py `terminal_safe`), a line
     naming each attempt of a step (and the turns it replays rather than streams again),
     the tools asked for, and a line break at each turn's end."""
     if entry.kind == "attempt":
         replayed = f", replaying {entry.replayed} turn(s) from its journal" \
             if entry.replayed else ""
-        return f"\n--- {entry.step} (agent {entry.agent}, attempt {entry.attempt}{replayed})\n"
+        return terminal_safe(f"\n--- {entry.step} (agent {entry.agent}, attempt "
+                             f"{entry.attempt}{replayed})\n")
     if entry.kind == "text":
-        return entry.text
+        return terminal_safe(entry.text)
     if entry.kind == "tool":
-        return f"\n[tool: {entry.tool}]"
+        return terminal_safe(f"\n[tool: {entry.tool}]")
     return "\n"
 
 

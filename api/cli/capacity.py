@@ -16,7 +16,7 @@ from strands_durable.api.cli.common import (
     run_async,
     with_store,
 )
-from strands_durable.api.cli.output import new_table, print_table
+from strands_durable.api.cli.output import new_table, print_table, terminal_safe
 from strands_durable.store.store import Store
 
 
@@ -30,6 +30,12 @@ def fleet_capacity() -> list[dict[str, Any]]:
     return run_async(with_store(docs, fleet=True))
 
 
+def shown(name: str) -> str:
+    """A key's part as a spec or a setting named it: markup and control characters
+    inert."""
+    return escape(terminal_safe(name))
+
+
 def capacity_table(docs: list[dict[str, Any]]) -> Table:
     table = new_table("provider", "model", "host", "declared", "learned", "in force",
                       "in flight", "waiting", "granted", "throttled", "backoff")
@@ -41,7 +47,7 @@ def capacity_table(docs: list[dict[str, Any]]) -> Table:
             f"in_flight {doc['learned_in_flight']}" if doc["learned_in_flight"] else "") if part)
         waiting = (f"{doc['waiting']} ({doc['waiting_sessions']} sessions)"
                    if doc["waiting"] or doc["waiting_sessions"] else "0")
-        table.add_row(escape(doc["provider"]), escape(doc["model"]), escape(doc["host"]) or "-",
+        table.add_row(shown(doc["provider"]), shown(doc["model"]), shown(doc["host"]) or "-",
                       said, learned or "-", in_force_text(doc), str(doc["in_flight"]), waiting,
                       str(doc["granted"]), str(doc["throttled"]),
                       f"{doc['backoff_ms'] / 1000:.1f}s" if doc["backoff_ms"] else "-")

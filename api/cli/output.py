@@ -7,6 +7,7 @@ and the same exit code as without it. Without it, errors go to stderr as one lin
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -24,6 +25,17 @@ err = Console(stderr=True, emoji=False)
 # A pipe has no width: rich would cut tables at 80 columns, and an id cut short is
 # useless to the next command. Wide enough for any row we print.
 PIPE_WIDTH = 100_000
+
+
+# C0 and C1 control characters but newline and tab. Text a model or a spec wrote, shown
+# on an operator's terminal, must not drive it (ESC and CSI sequences clear the screen,
+# OSC ones set the title or write the clipboard); rich's own stripping leaves ESC in.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with each control character but newline and tab shown as U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
 
 
 class _Mode:

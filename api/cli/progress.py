@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from strands_durable.api.cli.output import MODE, out
+from strands_durable.api.cli.output import MODE, out, terminal_safe
 from strands_durable.sessions.live import LiveEntry
 from strands_durable.settings import DurableSettings
 from strands_durable.store.connect import MEMORY_URL, open_store
@@ -48,7 +48,7 @@ class RunningSteps:
         shown = []
         for key, (agent, since) in self.steps.items():
             line = f"{key} {agent} {now - since:.1f}s".replace("  ", " ")
-            written = " ".join(self.texts.get(key, "").split())
+            written = terminal_safe(" ".join(self.texts.get(key, "").split()))
             if written:
                 line += ": " + ("…" + written[-TAIL_CHARS:] if len(written) > TAIL_CHARS
                                 else written)
