@@ -23,7 +23,7 @@ MAX_VARIABLES_BYTES = 256 * 1024
 
 _TRUE_WORDS = frozenset({"true", "yes", "on", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "off", "0"})
-_INTEGER = re.compile(r"[+-]?\d+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def resolve_variables(spec: Spec, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -45,13 +45,14 @@ def as_entries(entries: Any) -> list[tuple[str, dict[str, str]]]:
     return [(as_str(eid), as_str_map(fields)) for eid, fields in entries]
 
 
-# A stream entry's id as Redis takes one: milliseconds, then optionally a sequence number,
+# A stream entry's id as Redis takes one: milliseconds, then optionally a sequence number
+# (ASCII digits: `\d` and int() also take other scripts' digits, which Redis refuses),
 # each at most 2^64 - 1 (Redis refuses a larger part: a reader must say so, not fail).
 MAX_STREAM_ID_PART = 2**64 - 1
 STREAM_ID_FORM = (f"an entry id: <ms> or <ms>-<seq>, each a whole number up to "
                   f"{MAX_STREAM_ID_PART}")
-STREAM_ID_PATTERN = r"^\d{1,20}(-\d{1,20})?$"
-_STREAM_ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?")
+STREAM_ID_PATTERN = r"^[0-9]{1,20}(-[0-9]{1,20})?$"
+_STREAM_ID = re.compile(r"([0-9]{1,20})(?:-([0-9]{1,20}))?")
 
 
 def is_stream_id(value: object) -> bool:

@@ -43,6 +43,7 @@ SLOW_MODULES = {
     "attack/test_key_confusion.py", "attack/test_provider_host_attacks.py",
     "attack/test_redis_connect.py", "attack/test_redis_outage.py",
     "attack/test_redis_tls_acl.py", "attack/test_redteam.py", "attack/test_run_isolation.py",
+    "attack/test_live_stream_hostile.py",
     "integration/test_adaptive_slots.py", "integration/test_bench_inflight.py",
     "integration/test_capacity.py", "integration/test_capacity_wait_budget.py",
     "integration/test_cut_short_replies.py",

@@ -194,7 +194,7 @@ _THROTTLE_AWS_CODES = frozenset({"ThrottlingException", "TooManyRequestsExceptio
 _THROTTLE_NAMES = frozenset({"ModelThrottledException", "RateLimitError"})
 # The longest Retry-After believed: a bigger one is a bug or an attack, not a plan.
 MAX_RETRY_AFTER_S = 600.0
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 
 
 @dataclass(frozen=True)
