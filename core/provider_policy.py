@@ -80,6 +80,21 @@ def parse_base_url(url: str) -> Origin | str:
     return Origin(scheme, host, port or default, parts.path.rstrip("/"))
 
 
+# The providers whose endpoint a spec's `runtime.host` may name, each with its setting;
+# also those with an account whose limits the fleet shares (`scripted` has none).
+HOST_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "litellm", "ollama", "llamacpp")
+
+
+@lru_cache(maxsize=256)
+def same_base_url(a: str, b: str) -> bool:
+    """Whether two base URLs name one endpoint: the same text, or the same origin and
+    path as parse_base_url reads them (`HTTP://Host:80/v1/` is `http://host/v1`)."""
+    if a == b:
+        return True
+    first, second = parse_base_url(a), parse_base_url(b)
+    return isinstance(first, Origin) and first == second
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
@@ -89,7 +104,9 @@ class CapacityLimit(BaseModel):
     worker of the fleet keeps to it together (worker/capacity.py). `model` and `host`
     left out match every model and every host; the most specific entry wins."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict: `true`, "7" or 2.0 is refused as a spec's runtime.capacity refuses it, not
+    # read as 1 or 7 or 2.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     provider: str = Field(min_length=1, max_length=64)
     model: str | None = Field(default=None, max_length=256)
@@ -97,6 +114,28 @@ class CapacityLimit(BaseModel):
     rpm: int = Field(default=0, ge=0, le=10_000_000)  # requests per minute; 0: not declared
     tpm: int = Field(default=0, ge=0, le=10_000_000_000)  # input + output tokens a minute
     in_flight: int = Field(default=0, ge=0, le=100_000)  # requests at once
+
+    # A limit that can never match a key would leave the operator believing the fleet
+    # is held to it: a provider that has no account to share, or a host no spec's
+    # `runtime.host` can be.
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str) -> str:
+        if value not in HOST_PROVIDERS:
+            raise ValueError(f"{value[:64]!r} is not a provider with limits to share; "
+                             f"expected one of {', '.join(HOST_PROVIDERS)}")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = parse_base_url(value)
+            if isinstance(problem, str):
+                raise ValueError(f"{shown(value.split('?', 1)[0].split('#', 1)[0])!r}: "
+                                 f"{problem}; expected http(s)://host[:port][/path], as "
+                                 "a spec's runtime.host names it")
+        return value
 
 
 @lru_cache(maxsize=16)
@@ -146,16 +185,13 @@ class CapacityPolicy(BaseSettings):
         best: tuple[int, CapacityLimit] | None = None
         for limit in self.declared_limits:
             if limit.provider != provider or (limit.model not in (None, "*", model)) \
-                    or (limit.host not in (None, host)):
+                    or not (limit.host is None or same_base_url(limit.host, host)):
                 continue
             rank = (limit.model not in (None, "*")) * 2 + (limit.host is not None)
             if best is None or rank > best[0]:
                 best = (rank, limit)
         return best[1] if best else None
 
-
-# The providers whose endpoint a spec's `runtime.host` may name, each with its setting.
-HOST_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "litellm", "ollama", "llamacpp")
 
 
 def host_setting(provider: str) -> str:

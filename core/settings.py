@@ -323,6 +323,9 @@ SECRET_SETTINGS = {"api_token", "webhook_url", "webhook_secret",
 REDACTED_SETTINGS = {"redis_url"}  # echoed without the password
 
 
+MAX_SHOWN_CHARS = 80  # of a refused value in its message
+
+
 def describe_settings_error(exc: ValidationError) -> str:
     """The first problem, naming the variable: `DURABLE_SHARDS=0: Input should be...`,
     never a secret (the API token is left out, the Redis password masked)."""
@@ -336,4 +339,6 @@ def describe_settings_error(exc: ValidationError) -> str:
     if field in SECRET_SETTINGS or not isinstance(value, str | int | float):
         return f"{name}: {message}"
     shown = redact(value) if field in REDACTED_SETTINGS and isinstance(value, str) else value
+    if isinstance(shown, str) and len(shown) > MAX_SHOWN_CHARS:  # bounded, like InvalidId
+        return f"{name}={shown[:MAX_SHOWN_CHARS]!r}... ({len(shown):,} characters): {message}"
     return f"{name}={shown!r}: {message}"

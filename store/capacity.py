@@ -27,6 +27,7 @@ __all__ = ["Candidate", "CapacityOps", "CapacityState", "DeclaredLimits", "Grant
            "ProviderKey", "SpecScope"]
 
 NO_SCOPE = "-"  # the scope keys of a request without one: never written
+STATE_TTL_MS = 86_400_000  # a key's state lapses this long after its last use (the scripts')
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,13 @@ class CapacityOps(StoreBase):
         return self._part(key, name), self._part(key, f"{name}:leases")
 
     async def capacity_register(self, key: ProviderKey) -> None:
+        """Name `key` in the fleet's list of keys (what the views read), its state marked
+        in use first: the list drops a key whose state lapsed (a day without a request;
+        the scripts' PEXPIRE), so that names a spec made up do not pile up for good. A
+        worker registers each key it uses again every hour (worker/capacity.py)."""
+        state = self.keys.capacity(key.digest)
+        await self.redis.hset(state, "registered_ms", str(now_ms()))
+        await self.redis.pexpire(state, STATE_TTL_MS)
         await self.redis.hset(self.keys.capacity_keys(), key.digest, json.dumps(
             {"provider": key.provider, "model": key.model, "host": key.host}))
 
@@ -173,20 +181,29 @@ class CapacityOps(StoreBase):
         return priority, as_str(namespace) if namespace is not None else "default"
 
     async def capacity_states(self) -> list[CapacityState]:
-        """Every key the fleet has used, with its state now."""
+        """Every key the fleet has used within a day, with its state now (a key whose
+        state lapsed leaves the list)."""
         states = []
-        for digest, raw in sorted((await self.redis.hgetall(self.keys.capacity_keys())).items()):
+        registry = self.keys.capacity_keys()
+        for digest, raw in sorted((await self.redis.hgetall(registry)).items()):
             described = json.loads(as_str(raw))
             key = ProviderKey(described["provider"], described["model"], described["host"])
-            if key.digest == as_str(digest):
-                states.append(await self._state(key))
+            if key.digest != as_str(digest):
+                continue
+            state = await self._state(key)
+            if state is None:
+                await self.redis.hdel(registry, key.digest)
+            else:
+                states.append(state)
         return states
 
-    async def _state(self, key: ProviderKey) -> CapacityState:
+    async def _state(self, key: ProviderKey) -> CapacityState | None:
+        """The key's state now; None when nothing of it is left."""
         now = now_ms()
         fields = await self.redis.hmget(
             self.keys.capacity(key.digest),
-            ["learned_rpm", "learned_inflight", "granted", "throttled", "backoff_until"])
+            ["learned_rpm", "learned_inflight", "granted", "throttled", "backoff_until",
+             "registered_ms"])
         values = [as_str(v) if v is not None else "0" for v in fields]
         in_flight = await self.redis.zcount(self.keys.capacity_leases(key.digest), now + 1,
                                             "+inf")
@@ -196,6 +213,8 @@ class CapacityOps(StoreBase):
             if until.isdigit() and int(until) > now and count.isdigit():
                 waiting[as_str(process)] = int(count)
         sessions = await self.redis.zcount(self._part(key, "queue_expiry"), now + 1, "+inf")
+        if all(v is None for v in fields) and not (in_flight or waiting or sessions):
+            return None
         return CapacityState(
             key=key, learned_rpm=float(values[0]), learned_in_flight=float(values[1]),
             in_flight=int(in_flight), granted=int(values[2]), throttled=int(values[3]),

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from strands_durable import metrics
 from strands_durable.errors import Unavailable
 from strands_durable.models import PRIORITY_DEFAULT
-from strands_durable.provider_policy import CapacityPolicy
+from strands_durable.provider_policy import HOST_PROVIDERS, CapacityPolicy
 from strands_durable.store.capacity import (
     Candidate,
     DeclaredLimits,
@@ -54,8 +54,9 @@ __all__ = ["CapacityExhausted", "CapacityGate", "Lease", "OnGranted", "OnWait",
 log = logging.getLogger("durable.worker")
 
 # Providers with an account to share; `scripted` has none.
-LIMITED_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "bedrock", "litellm", "ollama",
-                               "llamacpp"})
+LIMITED_PROVIDERS = frozenset(HOST_PROVIDERS)
+REGISTER_EVERY_S = 3600.0  # a key in use is named in the fleet's list again this often
+REGISTERED_KEPT = 1024  # keys whose naming a process remembers (the rest: named again)
 DEFAULT_BACKOFF_S = 1.0  # a throttle that names no Retry-After
 DECREASE = 0.7  # a throttle's multiplicative decrease of the learned limits
 MIN_RPM = 1
@@ -148,7 +149,8 @@ class CapacityGate:
         self.policy = policy
         # Named in the fleet's view of who waits (a worker names it its consumer).
         self.process = process or f"{socket.gethostname()[:64]}-{os.getpid()}"
-        self._registered: set[str] = set()
+        # Key digest -> when this process last named it in the fleet's list (monotonic).
+        self._registered: OrderedDict[str, float] = OrderedDict()
         self._queues: dict[str, _KeyQueue] = {}
         self._weights: OrderedDict[str, float] = OrderedDict()
         self._told: set[asyncio.Task[None]] = set()
@@ -186,9 +188,7 @@ class CapacityGate:
                       scope: SpecScope | None = None) -> tuple[Lease, float]:
         """A lease on `key`, after waiting as long as the fleet's state says; the time
         waited in all (with `waited_s` before); CapacityExhausted past the bound."""
-        if key.digest not in self._registered:
-            await self.store.capacity_register(key)
-            self._registered.add(key.digest)
+        await self._register(key)
         started = time.monotonic()
         waiter = _Waiter(session or ANONYMOUS, await self.weight(session), estimated_tokens,
                          scope, on_wait)
@@ -198,7 +198,8 @@ class CapacityGate:
             queue.poller = asyncio.create_task(self._poll(key, queue))
         metrics.capacity_waiting(key.provider, key.model, 1)
         try:
-            grant = await self._granted(key, waiter, self.policy.capacity_max_wait_s - waited_s)
+            grant = await self._granted(key, queue, waiter,
+                                        self.policy.capacity_max_wait_s - waited_s)
         finally:
             metrics.capacity_waiting(key.provider, key.model, -1)
         waited = waited_s + time.monotonic() - started
@@ -207,8 +208,20 @@ class CapacityGate:
         metrics.capacity_in_flight(key.provider, key.model, 1)
         return Lease(key, self.limits(key), grant.lease_id, estimated_tokens, scope), waited
 
-    async def _granted(self, key: ProviderKey, waiter: _Waiter, left_s: float) -> Grant:
-        queue = self._queues[key.digest]
+    async def _register(self, key: ProviderKey) -> None:
+        """Name `key` in the fleet's list once an hour while this process uses it (the
+        list drops a key unused for a day); a bounded memory of the keys named."""
+        named = self._registered.get(key.digest)
+        if named is not None and time.monotonic() - named < REGISTER_EVERY_S:
+            return
+        await self.store.capacity_register(key)
+        self._registered[key.digest] = time.monotonic()
+        self._registered.move_to_end(key.digest)
+        while len(self._registered) > REGISTERED_KEPT:
+            self._registered.popitem(last=False)
+
+    async def _granted(self, key: ProviderKey, queue: _KeyQueue, waiter: _Waiter,
+                       left_s: float) -> Grant:
         try:
             try:
                 return await asyncio.wait_for(asyncio.shield(waiter.future), max(0.0, left_s))
@@ -266,6 +279,10 @@ class CapacityGate:
                     waiter.future.set_exception(exc)
         finally:
             queue.poller = None
+            # Nothing is kept for a key no request of this process waits for: specs may
+            # name models without end.
+            if not queue.by_lease and self._queues.get(key.digest) is queue:
+                del self._queues[key.digest]
 
     async def _hand_over(self, key: ProviderKey, queue: _KeyQueue, grant: Grant,
                          scope: SpecScope | None) -> None:

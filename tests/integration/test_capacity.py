@@ -233,6 +233,9 @@ def test_declared_limits_pick_the_most_specific_entry_and_refuse_bad_ones() -> N
         {"provider": "openai", "model": "gpt-4o", "rpm": 50},
         {"provider": "openai", "model": "gpt-4o", "host": "https://gw/v1", "rpm": 10}]))
     assert policy.declared("openai", "gpt-4o", "https://gw/v1").rpm == 10  # type: ignore[union-attr]
+    # The host as a spec may write the same endpoint: case, default port, trailing slash.
+    assert policy.declared("openai", "gpt-4o", "HTTPS://GW:443/v1/").rpm == 10  # type: ignore[union-attr]
+    assert policy.declared("openai", "gpt-4o", "https://gw/v2").rpm == 50  # type: ignore[union-attr]
     assert policy.declared("openai", "gpt-4o", "").rpm == 50  # type: ignore[union-attr]
     assert policy.declared("openai", "other", "").rpm == 100  # type: ignore[union-attr]
     assert policy.declared("anthropic", "x", "") is None
