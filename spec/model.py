@@ -92,11 +92,14 @@ class SpecCapacity(BaseModel):
         """Whether the spec declares any limit of its own."""
         return bool(self.rpm or self.tpm or self.in_flight)
 
-    def scope_id(self, spec_name: str) -> str:
-        """Which sessions keep these limits together: those of specs of this name that
-        declare the same limits."""
-        raw = f"{spec_name}\0{self.rpm}\0{self.tpm}\0{self.in_flight}".encode()
-        return hashlib.sha256(raw).hexdigest()[:16]
+    def scope_id(self, spec_name: str, namespace: str = "") -> str:
+        """Which sessions keep these limits together: those of one namespace's specs of
+        this name that declare the same limits (a tenant's spec of the same name cannot
+        spend another's budget)."""
+        raw = f"{spec_name}\0{self.rpm}\0{self.tpm}\0{self.in_flight}"
+        if namespace and namespace != "default":  # the default's ids as before: upgrades
+            raw += f"\0{namespace}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 class Runtime(SpecModel):

@@ -68,6 +68,7 @@ class StepRun:
     journal: dict[str, str] = field(default_factory=dict)
     # The lane's length and newest page as the gate read them (take.lua), if it did.
     conversation: tuple[int, list[str]] | None = None
+    namespace: str = ""  # the session's ('' : default): scopes a spec's own limits
 
 
 def model_config(spec: Spec, agent_id: str) -> ModelConfig:
@@ -146,7 +147,8 @@ class StepExecutor:
         # Compacted after the call, as strands-cli's hook does, with the unjournaled
         # model: the journal's turns are the agent's alone (worker/compaction.py).
         compacted = await self._compact(spec, config, reply.messages,
-                                        f"session {job.session_id} step {job.key}: ")
+                                        f"session {job.session_id} step {job.key}: ",
+                                        run.namespace)
         extra_in, extra_out = ((compacted.input_tokens, compacted.output_tokens)
                                if compacted else (0, 0))
         return StepOutput(
@@ -168,7 +170,7 @@ class StepExecutor:
         return WATCHING.set(LiveTurns(model, self.live, job, first_turn=replayed + 1))
 
     async def _compact(self, spec: Spec, config: ModelConfig, messages: list[dict[str, Any]],
-                       where: str) -> Compacted | None:
+                       where: str, namespace: str = "") -> Compacted | None:
         policy = spec.context_policy.compaction if spec.context_policy else None
         if policy is None or not policy.enabled:
             return None
@@ -179,7 +181,8 @@ class StepExecutor:
                                  temperature=SUMMARIZER_TEMPERATURE, top_p=None,
                                  max_tokens=None)
             prompt = SUMMARIZER_PROMPT
-        model = self._limited(self._model(summarizer), summarizer, spec)
+        model = self._limited(self._model(summarizer), summarizer, spec,
+                              run=StepRun(namespace=namespace))
         return await compact(policy, messages, model, system_prompt=prompt,
                              timeout_s=self.settings.model_timeout_s or None, where=where)
 
@@ -192,7 +195,8 @@ class StepExecutor:
             return model
         key = ProviderKey(config.provider, config.model_id or "", config.host or "")
         own = spec.runtime.capacity
-        scope = SpecScope(own.scope_id(spec.name), DeclaredLimits(
+        namespace = run.namespace if run is not None else ""
+        scope = SpecScope(own.scope_id(spec.name, namespace), DeclaredLimits(
             own.rpm or 0, own.tpm or 0, own.in_flight or 0)) if own and own.limited else None
         waits_count = own is None or own.wait_counts_toward_duration
         if job is None or run is None or not run.entry_id:

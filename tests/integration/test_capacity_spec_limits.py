@@ -48,6 +48,9 @@ def test_a_spec_declares_its_own_limits() -> None:
     own = spec.runtime.capacity
     assert own is not None and (own.rpm, own.tpm, own.in_flight) == (60, None, 2)
     assert own.scope_id("own-limits") == own.scope_id("own-limits") != own.scope_id("other")
+    # Another tenant's spec of the same name and limits keeps a budget of its own.
+    assert own.scope_id("own-limits", "team-a") != own.scope_id("own-limits", "team-b")
+    assert own.scope_id("own-limits", "team-a") != own.scope_id("own-limits")
     assert load_spec_text(spec_with("{}"), "s.yaml").spec.runtime.capacity is not None
     assert load_spec_text(SPEC.replace("  capacity: {capacity}\n", "").format(),
                           "s.yaml").spec.runtime.capacity is None
