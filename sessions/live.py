@@ -167,6 +167,7 @@ class LiveFollowers:
         try:
             last = after
             graced = False
+            looked = False  # at the session's status once its backlog was read
             while True:
                 entries = watch.after(last)
                 if entries is None:
@@ -176,11 +177,18 @@ class LiveFollowers:
                     doc = LiveEntry.of(entry_id, fields)
                     if doc is not None:
                         yield doc
-                if len(entries) == count or await watch.newer_than(last, self.block_ms / 1000):
+                if len(entries) == count:
                     continue
-                # Quiet for a while: is the session over? (Looked at only now, and with
-                # one field: with many followers, each new entry wakes every one.)
+                if looked and await watch.newer_than(last, self.block_ms / 1000):
+                    continue
+                # Quiet for a while, or the backlog read: is the session over? (Looked at
+                # only now, and with one field: with many followers, each new entry wakes
+                # every one. A client that comes after the end waits no quiet while.)
                 status = await self.store.status_of(session_id)
+                if not looked:
+                    looked = True
+                    if status is not None and not status.is_terminal:
+                        continue
                 if status is not None and status.is_terminal and not graced:
                     graced = True
                     if await watch.newer_than(last, self.end_grace_s):

@@ -91,6 +91,20 @@ async def test_a_batch_just_after_the_end_still_reaches_a_follower(
     assert await asyncio.wait_for(following, 60) == ["attempt", "text"]
 
 
+async def test_a_client_that_comes_after_the_end_waits_no_quiet_while(store: Store) -> None:
+    """The backlog read, a follower looks at the status at once: an ended session's
+    stream ends after the grace, not after a blocking read's quiet while first (here an
+    hour: the follow would outlast the test's timeout)."""
+    sid, _ = await start_session(store, load_spec_text(SPEC, "live.yaml"))
+    await store.live_append([LiveBatch(sid, [{"kind": "attempt", "step": "s", "attempt": "1",
+                                             "worker": "w"}])], maxlen=1000, ttl_s=600)
+    await cancel(store, sid)
+    followers = LiveFollowers(store, block_ms=3_600_000, end_grace_s=0.01)
+    for after in ("0-0", "99999999999999-0"):  # its backlog, or nothing after the id
+        kinds = [e.kind async for e in followers.follow(sid, after) if not isinstance(e, Idle)]
+        assert kinds == (["attempt"] if after == "0-0" else [])
+
+
 async def _script_calls(store: Store) -> int:
     stats = await store.redis.info("commandstats")
     return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
