@@ -134,10 +134,8 @@ class StepRunner:
             return await self._apply_hitl_default(shard, entry_id, spec, job, fields, cache)
         variables = json.loads(fields["variables"] or "{}")
         self.crash.reached("after_gate")
-        run = StepRun(entry_id=entry_id, worker=self.consumer,
-                      spec_digest=fields["spec_digest"], journal=gate.journal,
-                      conversation=gated.lane if gated is not None else None,
-                      namespace=fields.get("namespace") or "")
+        run = StepRun(entry_id, self.consumer, fields["spec_digest"], gate.journal,
+                      gated.lane if gated is not None else None, fields.get("namespace") or "")
         # The step's span (when its session is traced): Strands' spans nest under it.
         facts = StepFacts(self.consumer, reclaimed, len(gate.journal),
                           int(fields.get("steps") or 0))
