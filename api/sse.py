@@ -27,14 +27,21 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def frame(data: Any, event: str | None = None, event_id: str | None = None) -> bytes:
-    """One SSE frame; `data` as compact JSON on a single line."""
+    """One SSE frame; `data` as compact JSON on a single line, `event` and `event_id`
+    without line breaks (an event type read from Redis must not end the frame and forge
+    another, an `end` say)."""
     lines = []
     if event_id is not None:
-        lines.append(f"id: {event_id}")
+        lines.append(f"id: {_one_line(event_id)}")
     if event is not None:
-        lines.append(f"event: {event}")
+        lines.append(f"event: {_one_line(event)}")
     lines.append("data: " + json.dumps(data, separators=(",", ":")))
     return ("\n".join(lines) + "\n\n").encode()
+
+
+def _one_line(value: str) -> str:
+    return value.replace("\r", "").replace("\n", "") if "\n" in value or "\r" in value \
+        else value
 
 
 KEEP_ALIVE = b": keep-alive\n\n"

@@ -29,6 +29,9 @@ EXPORT_KIND = "strands-durable/session"
 EXPORT_FORMAT = 1
 NO_SPEC_HASH = "-"  # the spec index's key when a session has no spec hash (a dummy)
 _EVENT_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+# An event's type as this release and any other names one: a word, never a line break
+# (it becomes an SSE frame's `event:` line on the events feed).
+_EVENT_TYPE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _SPEC_HASH = re.compile(r"[0-9a-f]{64}")
 # Meta fields the importing store sets itself: the shard is its own; the idempotency
 # key belongs to the exporting deployment's requests (its record is not carried).
@@ -236,6 +239,9 @@ def _check_event_ids(events: list[ExportedEvent]) -> None:
             raise InvalidExport(f"event id {event.id} is past a stream id's range")
         if (ms, seq) <= last or not event.fields:
             raise InvalidExport(f"event {event.id} is out of order or empty")
+        if not _EVENT_TYPE.fullmatch(event.fields.get("type", "")):
+            raise InvalidExport(f"event {event.id}'s type "
+                                f"{event.fields.get('type', '')[:40]!r} is not an event type")
         last = (ms, seq)
 
 

@@ -18,10 +18,15 @@ the wire for it (worker/providers/).
 step sets `WATCHING` to a `TurnWatch` for its own model, and the loop that already reads
 every event hands each one over, instead of one more generator layer around the model
 (a streaming step's CPU, issue 27). Only turns asked of the provider reach it: the
-journal replays its turns above it."""
+journal replays its turns above it.
+
+And it makes each streamed text and tool input well-formed Unicode: a JSON escape can carry
+a lone surrogate (`"\\ud800"`), which no UTF-8 encoder takes, so the live stream's flush,
+the commit and every later read of the session would fail on it; it becomes U+FFFD."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
@@ -74,6 +79,37 @@ class ModelWrapper(Model):
         return self.inner.structured_output(output_model, prompt, system_prompt, **kwargs)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _ill_formed(value: object) -> bool:
+    if isinstance(value, str):
+        return not value.isascii() and _LONE_SURROGATE.search(value) is not None
+    return isinstance(value, dict) and any(_ill_formed(v) for v in value.values())
+
+
+def _mended(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _mended(v) for k, v in value.items()}
+    return value
+
+
+def well_formed(event: StreamEvent) -> StreamEvent:
+    """A content delta with each lone surrogate of its text or tool input as U+FFFD (the
+    event itself when it has none, as nearly every one: one `isascii` a string)."""
+    delta = event["contentBlockDelta"]
+    body: Any = delta.get("delta")
+    text = body.get("text") if isinstance(body, dict) else None
+    if isinstance(text, str) and len(body) == 1 and text.isascii():
+        return event
+    if not _ill_formed(body):
+        return event
+    mended: Any = {**delta, "delta": _mended(body)}
+    return {**event, "contentBlockDelta": mended}
+
+
 class StopChecked(ModelWrapper):
     """A provider's model whose every turn must end with its stop event."""
 
@@ -96,6 +132,8 @@ class StopChecked(ModelWrapper):
         try:
             async for event in self.inner.stream(messages, tool_specs, system_prompt,
                                                  **kwargs):
+                if "contentBlockDelta" in event:
+                    event = well_formed(event)
                 stopped = stopped or "messageStop" in event
                 if watch is not None:
                     # Numbered at its first event: a request refused before any (a
