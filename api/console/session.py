@@ -26,7 +26,7 @@ from strands_durable.api.console.common import (
     require,
     session_id_of,
 )
-from strands_durable.api.console.views import conversation_view, shape, timeline
+from strands_durable.api.console.views import PageBudget, conversation_view, shape, timeline
 from strands_durable.api.deps import get_live_followers, get_store
 from strands_durable.api.routes_sessions import DEFAULT_FOLLOW_BLOCK_MS
 from strands_durable.models import EventType
@@ -113,12 +113,12 @@ async def conversation(request: Request, sid: str) -> Response:
         store = get_store(request)
         doc = await session_status(store, checked)
         spec = parse_spec(await store.spec_json(checked))
-        lanes = []
+        lanes, budget = [], PageBudget()
         for lane in await store.conversation_lanes(checked):
             agent = spec.agents.get(lane)
             messages = await store.conversation(checked, lane, CONVERSATION_WINDOW)
             lanes.append({"name": lane, "prompt": agent.prompt if agent else "",
-                          "messages": conversation_view(messages)})
+                          "messages": conversation_view(messages, budget)})
         return page(request, "conversation.html", doc=doc, lanes=lanes,
                     window=CONVERSATION_WINDOW)
     return await guarded(request, work)

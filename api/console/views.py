@@ -52,15 +52,33 @@ def shape(pattern_type: str, view: Mapping[str, Any]) -> Shape:
 
 
 # -- the conversation view --------------------------------------------------------------
-FOLD_CHARS = 2_000  # a block longer than this is folded (the page shows its start)
+FOLD_CHARS = 2_000  # a block longer than this is folded (closed, its start in the summary)
+FOLDED_CHARS = 20_000  # what the page holds of a folded block (the export has the rest)
+PAGE_CHARS = 400_000  # the blocks' text one page holds at most, all lanes together
 
 
 @dataclass(frozen=True)
 class BlockView:
     kind: str  # text | tool_use | tool_result | other
     title: str
-    body: str
+    body: str  # what the page shows of it
     folded: bool
+    left_out: int = 0  # characters the page does not hold (the session's export does)
+
+
+@dataclass
+class PageBudget:
+    """What is left of the characters one page may hold (PAGE_CHARS)."""
+
+    chars: int = PAGE_CHARS
+
+    def shown(self, kind: str, title: str, body: str) -> BlockView:
+        """The block as the page holds it: open when short, else folded, with at most
+        its first FOLDED_CHARS; nothing of it once the page's budget is spent."""
+        keep = min(len(body), FOLDED_CHARS, max(0, self.chars))
+        self.chars -= keep
+        return BlockView(kind, title, body[:keep], folded=len(body) > FOLD_CHARS or
+                         keep < len(body), left_out=len(body) - keep)
 
 
 @dataclass(frozen=True)
@@ -74,7 +92,7 @@ def _as_text(value: Any) -> str:
                                                            ensure_ascii=False)
 
 
-def _block(block: Mapping[str, Any]) -> BlockView:
+def _block(block: Mapping[str, Any], budget: PageBudget) -> BlockView:
     if "text" in block:
         body, kind, title = str(block["text"]), "text", ""
     elif "toolUse" in block:
@@ -89,17 +107,20 @@ def _block(block: Mapping[str, Any]) -> BlockView:
                          for part in result.get("content", []) if isinstance(part, Mapping))
     else:
         kind, title, body = "other", ", ".join(sorted(block)), _as_text(block)
-    return BlockView(kind, title, body, folded=len(body) > FOLD_CHARS)
+    return budget.shown(kind, title, body)
 
 
-def conversation_view(messages: Sequence[Mapping[str, Any]]) -> list[MessageView]:
+def conversation_view(messages: Sequence[Mapping[str, Any]],
+                      budget: PageBudget | None = None) -> list[MessageView]:
     """Each committed message of a conversation lane as the page shows it: its role and
     its blocks (text, the tools the model called with their input, what they returned),
-    long ones folded. Anything unexpected is shown as its JSON, never dropped."""
+    long ones folded to their start, within the page's `budget`. Anything unexpected is
+    shown as its JSON, never dropped."""
+    budget = budget if budget is not None else PageBudget()
     views = []
     for message in messages:
         content = message.get("content")
-        blocks = [_block(b) for b in content if isinstance(b, Mapping)] \
-            if isinstance(content, list) else [BlockView("other", "", _as_text(content), False)]
+        blocks = [_block(b, budget) for b in content if isinstance(b, Mapping)] \
+            if isinstance(content, list) else [budget.shown("other", "", _as_text(content))]
         views.append(MessageView(str(message.get("role", "?")), tuple(blocks)))
     return views
