@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from strands_durable import metrics
-from strands_durable.errors import Conflict, DurableError, SpecError, StepFailed, TemplateError
+from strands_durable.errors import Conflict
 from strands_durable.models import (
     Event,
     EventType,
@@ -43,9 +43,9 @@ from strands_durable.worker import retry_policy, step_commit
 from strands_durable.worker.execute import StepExecutor, StepOutput, StepRun
 from strands_durable.worker.faults import Breakpoints
 from strands_durable.worker.journal import JournalLost
-from strands_durable.worker.providers.transient import permanent_cause
 from strands_durable.worker.results_cache import ResultsCache, SessionCache, brought
 from strands_durable.worker.rewind import history_intact
+from strands_durable.worker.step_failure import step_problem
 from strands_durable.worker.telemetry import TRACING, StepCollector, StepFacts, mark_failed
 
 log = logging.getLogger("durable.worker")
@@ -356,12 +356,8 @@ class StepRunner:
 
     async def _fail(self, shard: int, entry_id: str, spec: Spec, job: StepJob,
                     exc: BaseException) -> None:
-        permanent = permanent_cause(exc)
-        retryable = not isinstance(exc, (TemplateError, SpecError)) and not (
-            isinstance(exc, StepFailed) and not exc.retryable) and permanent is None
-        problem = exc.problem if isinstance(exc, StepFailed) else _describe(exc)
-        if permanent is not None:
-            problem = f"{permanent} ({problem})"
+        shown = step_problem(exc, spec, job.agent)
+        problem, retryable = shown.text, shown.retryable
         policy = spec.runtime.failure_policy
         decision = retry_policy.decide(
             retries=policy.retries, strategy=policy.backoff, wait_min=policy.wait_min,
@@ -393,7 +389,3 @@ class LeaseLost(Conflict):
     def __init__(self, entry_id: str) -> None:
         super().__init__(f"lease on stream entry {entry_id} was lost")
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc) or exc.__class__.__name__
-    return text if isinstance(exc, DurableError) else f"{exc.__class__.__name__}: {text}"
