@@ -89,7 +89,9 @@ class CapacityModel(ModelWrapper):
                         if noting is not None:  # written before anything of the reply
                             await asyncio.shield(noting)
                             noting = None
-                        answered = True
+                        # Gemini's SDK yields its messageStart before it sends the
+                        # request: a throttle after it is still no answer.
+                        answered = answered or "messageStart" not in event
                         used = _usage(event) if used is None else used
                         yield event
             except Exception as exc:

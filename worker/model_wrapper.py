@@ -135,9 +135,10 @@ class StopChecked(ModelWrapper):
                 if "contentBlockDelta" in event:
                     event = well_formed(event)
                 stopped = stopped or "messageStop" in event
-                if watch is not None:
-                    # Numbered at its first event: a request refused before any (a
-                    # throttle the capacity wrapper asks again) is no turn.
+                if watch is not None and (turn is not None or "messageStart" not in event):
+                    # Numbered at its first event from the wire: a request refused
+                    # before any (a throttle the capacity wrapper asks again) is no turn,
+                    # though Gemini's SDK yields a messageStart before it sends it.
                     turn = turn or watch.next_turn()
                     turn.see(event)
                 yield event

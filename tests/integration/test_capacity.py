@@ -248,7 +248,7 @@ def test_declared_limits_pick_the_most_specific_entry_and_refuse_bad_ones() -> N
 
 class _Flaky:
     """A provider model that throttles `throttles` times before it answers, or fails
-    after its first event when `cut` (a stream cut short: never retried here)."""
+    after a part of its reply when `cut` (a stream cut short: never retried here)."""
 
     def __init__(self, throttles: int = 0, cut: bool = False) -> None:
         self.throttles, self.cut, self.calls = throttles, cut, 0
@@ -258,7 +258,9 @@ class _Flaky:
         if self.calls <= self.throttles:
             raise _response_error(429, {"retry-after-ms": "20"})
         yield {"messageStart": {"role": "assistant"}}
-        if self.cut:
+        if self.cut:  # after a part of its reply (a messageStart alone is none: Gemini's
+            # SDK yields one before it sends the request)
+            yield {"contentBlockDelta": {"delta": {"text": "par"}}}
             raise _response_error(429, {})
         yield {"metadata": {"usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}}
 
