@@ -8,7 +8,6 @@ with the session; with DURABLE_LIVE_STREAM off nothing is written."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 
 import httpx
@@ -17,6 +16,7 @@ from helpers.api import (
     Frame,
     error_of,
     frames,
+    frames_of,
     make_app,
     served_client,
     submit,
@@ -118,25 +118,10 @@ pattern: {type: chain, config: {steps: [{agent: a, input: "x"}]}}
             await wait_status(client, sid, "completed")
             r = await client.get(f"/v1/sessions/{sid}/stream")
             assert r.status_code == 200
-            assert [f.event for f in _parse(r.text)] == ["end"]
+            assert [f.event for f in frames_of(r.text)] == ["end"]
     finally:
         await worker.stop(grace_s=0)
     assert await store.redis.exists(store.keys.live(sid)) == 0
-
-
-def _parse(body: str) -> list[Frame]:
-    found = []
-    for block in body.split("\n\n"):
-        frame = Frame()
-        for line in block.splitlines():
-            name, _, value = line.partition(": ")
-            if name == "event":
-                frame.event = value
-            elif name == "data":
-                frame.data = json.loads(value)
-        if frame.data is not None:
-            found.append(frame)
-    return found
 
 
 async def test_an_unknown_session_is_404_before_any_stream(http: httpx.AsyncClient) -> None:

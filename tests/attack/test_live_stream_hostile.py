@@ -12,7 +12,6 @@ on the history, a stream cut off after its headers on the live and followed rout
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 from helpers import wait_for
-from helpers.api import Frame, error_of, make_app, served_client, submit, wait_status
+from helpers.api import error_of, frames_of, make_app, served_client, submit, wait_status
 from helpers.cli import durable
 
 from strands_durable.settings import DurableSettings
@@ -82,24 +81,6 @@ async def run_to_the_end(http: httpx.AsyncClient, store: Store, spec: str) -> st
     return sid
 
 
-def parse(body: str) -> list[Frame]:
-    """The frames of a whole text/event-stream body."""
-    found = []
-    for block in body.split("\n\n"):
-        frame = Frame()
-        for line in block.splitlines():
-            name, _, value = line.partition(": ")
-            if name == "event":
-                frame.event = value
-            elif name == "id":
-                frame.id = value
-            elif name == "data":
-                frame.data = json.loads(value)
-        if frame.data is not None:
-            found.append(frame)
-    return found
-
-
 # -- ids a client resumes from ------------------------------------------------------------
 
 
@@ -157,7 +138,7 @@ async def test_a_resume_id_past_the_stream_ends_at_once_with_nothing_replayed(
     """A far-future id, the largest id (which Redis refuses as an exclusive start), the
     largest of one part, and 0-0 with leading zeros: an ended session's stream answers
     its `end` frame and no live entry (everything, from 0-0), never an error."""
-    everything = parse((await http.get(f"/v1/sessions/{completed}/stream")).text)
+    everything = frames_of((await http.get(f"/v1/sessions/{completed}/stream")).text)
     live = [f for f in everything if f.event != "end"]
     assert live and everything[-1].event == "end"
     # Each answer takes a follower's quiet wait and the end's grace (about 1.5 s): the
@@ -168,7 +149,7 @@ async def test_a_resume_id_past_the_stream_ends_at_once_with_nothing_replayed(
         r = await http.get(f"/v1/sessions/{completed}/stream", params=params,
                            headers=headers)
         assert r.status_code == 200, r.text[:300]
-        got = parse(r.text)
+        got = frames_of(r.text)
         assert got[-1].event == "end" and got[-1].data == {
             "session_id": completed, "status": "completed"}
         if after.startswith("0" * 20):  # all zeros: 0-0, so everything again
@@ -179,7 +160,7 @@ async def test_a_resume_id_past_the_stream_ends_at_once_with_nothing_replayed(
 
 async def test_the_header_wins_over_the_query_and_unknown_parameters_are_ignored(
         http: httpx.AsyncClient, completed: str) -> None:
-    live = [f for f in parse((await http.get(f"/v1/sessions/{completed}/stream")).text)
+    live = [f for f in frames_of((await http.get(f"/v1/sessions/{completed}/stream")).text)
             if f.event != "end"]
     assert len(live) >= 2
     r = await http.get(f"/v1/sessions/{completed}/stream",
@@ -187,7 +168,7 @@ async def test_the_header_wins_over_the_query_and_unknown_parameters_are_ignored
                                "limit": "99999999999", "x" * 200: "y" * 2_000},
                        headers={"Last-Event-ID": str(live[0].id)})
     assert r.status_code == 200, r.text[:300]
-    assert [f.id for f in parse(r.text)[:-1]] == [f.id for f in live[1:]]
+    assert [f.id for f in frames_of(r.text)[:-1]] == [f.id for f in live[1:]]
 
 
 # -- session ids ----------------------------------------------------------------------------

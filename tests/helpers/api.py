@@ -220,14 +220,31 @@ async def frames(response: httpx.Response) -> AsyncIterator[Frame]:
             if frame.data is not None or frame.comments:
                 yield frame
             frame = Frame()
-        elif line.startswith(":"):
-            frame.comments.append(line[1:].strip())
         else:
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                frame.event = value
-            elif name == "id":
-                frame.id = value
-            elif name == "data":
-                frame.data = json.loads(value)
+            _take_line(frame, line)
+
+
+def frames_of(body: str) -> list[Frame]:
+    """The frames with data of a whole text/event-stream body."""
+    found = []
+    for block in body.split("\n\n"):
+        frame = Frame()
+        for line in block.splitlines():
+            _take_line(frame, line)
+        if frame.data is not None:
+            found.append(frame)
+    return found
+
+
+def _take_line(frame: Frame, line: str) -> None:
+    if line.startswith(":"):
+        frame.comments.append(line[1:].strip())
+        return
+    name, _, value = line.partition(":")
+    value = value.removeprefix(" ")
+    if name == "event":
+        frame.event = value
+    elif name == "id":
+        frame.id = value
+    elif name == "data":
+        frame.data = json.loads(value)
