@@ -52,6 +52,7 @@ SLOW_MODULES = {
     "integration/test_gemini_http.py", "integration/test_local_store.py",
     "integration/test_mcp_pool.py", "integration/test_mcp_tools.py",
     "integration/test_noreplicas.py", "integration/test_run_out_dir.py",
+    "integration/test_provider_failures_hostile.py",
     "integration/test_schedules_cli.py", "integration/test_sentinel.py",
     # Deeper sweeps of what a fast-lane module covers more cheaply (each 4-8 s of CPU):
     # every corpus spec's state at every step (the corpus itself: test_strands_cli_corpus),

@@ -85,11 +85,31 @@ def _finish_watched(base: type[Any]) -> type[Any]:
             if "http_client" not in args:  # the SDK's defaults, and an ear for its limits
                 args["http_client"] = openai.DefaultAsyncHttpxClient(
                     event_hooks={"response": [hear]})
-            client = openai.AsyncOpenAI(**args)
+            client = _data_events_only()(**args)
             clients[loop] = (key, client)
             return client
 
     return FinishWatchedOpenAIModel
+
+
+@functools.cache
+def _data_events_only() -> type[Any]:
+    """`openai.AsyncOpenAI`, its streams reading only the SSE events that carry data."""
+    import openai
+    from openai._streaming import ServerSentEvent, SSEDecoder
+
+    class DataEventsDecoder(SSEDecoder):
+        def decode(self, line: str) -> ServerSentEvent | None:
+            sse = super().decode(line)
+            # A block of only `retry:` or `id:` (valid SSE, and the SDK repeats a seen
+            # `id` on every later blank line) has no data: the SDK would json-decode "".
+            return sse if sse is None or sse.data else None
+
+    class DataEventsAsyncOpenAI(openai.AsyncOpenAI):
+        def _make_sse_decoder(self) -> SSEDecoder:
+            return DataEventsDecoder()
+
+    return DataEventsAsyncOpenAI
 
 
 def _key_fingerprint() -> str:

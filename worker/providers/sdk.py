@@ -12,6 +12,7 @@ whose missing stop Strands does not hide."""
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -22,7 +23,8 @@ from strands_durable.provider_policy import host_setting
 from strands_durable.worker.providers.config import ModelConfig
 from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
 
-__all__ = ["StopWatched", "Watched", "guarded_transport", "load_class", "require_model_id"]
+__all__ = ["ProviderStreamMalformed", "StopWatched", "Watched", "guarded_transport",
+           "load_class", "malformed", "require_model_id"]
 
 
 def require_model_id(cfg: ModelConfig) -> None:
@@ -81,6 +83,29 @@ class Watched:
         return call
 
 
+class ProviderStreamMalformed(ValueError):
+    """A line of a model's reply stream that its SDK could not read as JSON: the reply is
+    broken, so it is no reply. The message names the provider and where the line broke,
+    never the line (it may hold the reply's text)."""
+
+    def __init__(self, provider: str, model_id: str | None, problem: str) -> None:
+        self.provider = provider
+        self.model_id = model_id
+        super().__init__(f"the {provider} reply stream was malformed: {problem}")
+
+
+def malformed(exc: BaseException, provider: str, model_id: str | None
+              ) -> ProviderStreamMalformed | None:
+    """`exc` as a `ProviderStreamMalformed`, if it is (or wraps, as google-genai's
+    UnknownApiResponseError does) a JSON decoding error; else None."""
+    for error in (exc, exc.__cause__):
+        if isinstance(error, json.JSONDecodeError):
+            return ProviderStreamMalformed(
+                provider, model_id, f"a line is not JSON ({error.msg} at line "
+                                    f"{error.lineno} column {error.colno})")
+    return None
+
+
 class StopWatched:
     """An SDK's stream of reply chunks that raises `ProviderStreamCutShort` if it ends
     before a chunk `is_stop` accepts; iterated again after a stop (Strands reads the usage
@@ -104,6 +129,10 @@ class StopWatched:
         except StopAsyncIteration:
             if not self._stopped:
                 raise ProviderStreamCutShort(self._provider, self._model_id) from None
+            raise
+        except ValueError as exc:  # a bare JSONDecodeError would name no provider
+            if (named := malformed(exc, self._provider, self._model_id)) is not None:
+                raise named from exc
             raise
         self._stopped = self._stopped or self._is_stop(chunk)
         return chunk

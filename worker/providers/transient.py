@@ -140,6 +140,9 @@ def _is_transient_one(exc: BaseException) -> bool:
     status = _status_code(exc)
     if status is not None:
         return status in _TRANSIENT_STATUS
+    # An error event inside a 200 stream carries no status of its own: its type says.
+    if _body_error_type(exc) in _TRANSIENT_TYPES:
+        return True
     aws_code = _aws_error_code(exc)
     if aws_code is not None:
         return aws_code in _TRANSIENT_AWS_CODES
@@ -153,26 +156,85 @@ def _is_transient_one(exc: BaseException) -> bool:
 
 def _status_code(exc: BaseException) -> int | None:
     """The HTTP status an SDK error carries (openai/anthropic/ollama/httpx/google-genai),
-    if any."""
-    status = getattr(exc, "status_code", None)
+    if any. An error raised from inside a 200 stream has none: the 200 was the stream's,
+    not the error's (Anthropic's `event: error` is an APIStatusError of status 200)."""
+    status = None
+    if type(exc).__module__.startswith("google.genai"):
+        # google-genai's APIError: `code` is the HTTP status whichever transport it used
+        # (an aiohttp response has no status_code), and an error chunk's own code (503)
+        # where `.response` is the stream's 200.
+        status = getattr(exc, "code", None)
+    if status is None:
+        status = getattr(exc, "status_code", None)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
-    if status is None and type(exc).__module__.startswith("google.genai"):
-        # google-genai's APIError: `code` is the HTTP status whichever transport it used
-        # (an aiohttp response has no status_code).
-        status = getattr(exc, "code", None)
     # ollama uses -1 for "no HTTP status" (an error inside a 200 stream).
-    return status if isinstance(status, int) and status > 0 else None
+    return status if isinstance(status, int) and status > 0 and status != 200 else None
+
+
+# The error types an error body names that are worth a retry: Anthropic's, OpenAI's and
+# google.rpc's names for overload and server trouble. A stream's error event carries no
+# status of its own (see _status_code), only these.
+_THROTTLE_TYPES = frozenset({"overloaded_error", "rate_limit_error", "RESOURCE_EXHAUSTED"})
+_TRANSIENT_TYPES = _THROTTLE_TYPES | frozenset(
+    {"api_error", "server_error", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"})
+
+
+def _body_error_type(exc: BaseException) -> str | None:
+    """The error type an SDK error's body names: `type` (Anthropic, OpenAI) or `status`
+    (google.rpc), of the body or of its `error` object, if any."""
+    body = getattr(exc, "body", None)
+    if body is None:
+        body = getattr(exc, "details", None)  # google-genai's APIError
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error")
+    for part in (inner, body) if isinstance(inner, dict) else (body,):
+        for name in ("type", "status"):
+            value = part.get(name)
+            if isinstance(value, str) and value != "error" and len(value) <= 100:
+                return value
+    return None
+
+
+# At most this many google.rpc details are read of one error (a body is the server's).
+_MAX_GOOGLE_DETAILS = 20
+
+
+def _google_details(exc: BaseException) -> list[dict[str, Any]]:
+    """The google.rpc details (ErrorInfo, RetryInfo, ...) of a google-genai APIError's
+    body, `{"error": {"details": [...]}}` (or the error object itself, as a stream's
+    error chunk may give it)."""
+    body = getattr(exc, "details", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    infos = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(infos, list):
+        return []
+    return [info for info in infos[:_MAX_GOOGLE_DETAILS] if isinstance(info, dict)]
 
 
 def _google_reason(exc: BaseException) -> str | None:
     """The ErrorInfo reason of a google-genai APIError's body, if it names one."""
-    details = getattr(exc, "details", None)
-    error = details.get("error") if isinstance(details, dict) else None
-    infos = error.get("details") if isinstance(error, dict) else None
-    for info in infos if isinstance(infos, list) else []:
-        if isinstance(info, dict) and isinstance(info.get("reason"), str):
+    for info in _google_details(exc):
+        if isinstance(info.get("reason"), str):
             return str(info["reason"])
+    return None
+
+
+# google.protobuf.Duration in JSON: seconds, up to nine decimals, then "s" ("37s", "1.5s").
+_PROTO_DURATION = re.compile(r"([0-9]{1,12})(?:\.([0-9]{1,9}))?s")
+
+
+def _google_retry_delay(exc: BaseException) -> float | None:
+    """The wait a google.rpc.RetryInfo in a google-genai APIError's body asks for: Gemini
+    names its 429's wait there, not in a Retry-After header."""
+    for info in _google_details(exc):
+        delay = info.get("retryDelay")
+        if not isinstance(delay, str) or len(delay) > 30:
+            continue
+        match = _PROTO_DURATION.fullmatch(delay.strip())
+        if match is not None:
+            return float(f"{match[1]}.{match[2] or 0}")
     return None
 
 
@@ -210,15 +272,22 @@ def throttle_of(exc: BaseException) -> Throttle | None:
     """The throttle `exc` (or an error it wraps) reports, or None if it is no throttle."""
     found = False
     headers: dict[str, str] = {}
+    delay: float | None = None  # a wait the error's body names (Gemini's RetryInfo)
     for error in _chain_all(exc):
-        if (_status_code(error) in _THROTTLE_STATUS
+        status = _status_code(error)
+        if (status in _THROTTLE_STATUS
                 or _aws_error_code(error) in _THROTTLE_AWS_CODES
-                or any(k.__name__ in _THROTTLE_NAMES for k in type(error).__mro__)):
+                or any(k.__name__ in _THROTTLE_NAMES for k in type(error).__mro__)
+                or (status is None and _body_error_type(error) in _THROTTLE_TYPES)):
             found = True
         headers = headers or _headers(error)
+        delay = _google_retry_delay(error) if delay is None else delay
     if not found:
         return None
-    return Throttle(retry_after_s=_retry_after(headers), limit_rpm=limit_rpm_of(headers))
+    retry_after = _retry_after(headers)
+    if retry_after is None and delay is not None:
+        retry_after = min(delay, MAX_RETRY_AFTER_S)
+    return Throttle(retry_after_s=retry_after, limit_rpm=limit_rpm_of(headers))
 
 
 def _headers(error: BaseException) -> dict[str, str]:
