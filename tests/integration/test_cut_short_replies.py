@@ -127,6 +127,21 @@ async def test_a_reply_with_its_finish_reason_but_no_done_line_is_whole(
     assert len(fake.requests) == 1
 
 
+async def test_a_llamacpp_reply_past_its_bound_is_no_reply(
+        fake: WireFake, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read whole (Strands' way with llama.cpp), a reply is bounded: a host that streams
+    without end fails the call, naming the provider, instead of filling the worker."""
+    from strands_durable.worker.providers import llamacpp
+    from strands_durable.worker.providers.sdk import ProviderStreamMalformed
+
+    monkeypatch.setattr(llamacpp, "MAX_REPLY_BYTES", 200)  # the fake's reply is longer
+    model = build_model(_config("llamacpp", fake))
+    with pytest.raises(ProviderStreamMalformed, match="llamacpp reply stream was malformed: "
+                                                      "longer than"):
+        await call_agent(model, system_prompt=None, history=[], prompt="hi", retry=FAST_RETRY)
+    assert len(fake.requests) == 1  # not transient: asked once
+
+
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 async def test_a_whole_reply_still_comes_through_with_its_usage(provider: str,
                                                                 fake: WireFake) -> None:

@@ -2,7 +2,9 @@
 
 Strands reads llama.cpp's chat-completions stream (SSE, read whole) and reports one that
 ended without a `finish_reason` as a whole reply; here the client checks each such
-answer for one, and raises `ProviderStreamCutShort` where none came."""
+answer for one, and raises `ProviderStreamCutShort` where none came. Read whole, a reply
+is bounded (MAX_REPLY_BYTES): a spec may name any public llama.cpp host, and one that
+streams without end must not fill the worker's memory before the model timeout."""
 
 from __future__ import annotations
 
@@ -14,9 +16,14 @@ from strands.models.model import Model
 
 from strands_durable.errors import ProviderStreamCutShort
 from strands_durable.worker.providers.config import ModelConfig, sampling
-from strands_durable.worker.providers.sdk import guarded_transport, load_class
+from strands_durable.worker.providers.sdk import (
+    ProviderStreamMalformed,
+    guarded_transport,
+    load_class,
+)
 
 CHAT_PATH = "/v1/chat/completions"  # the one Strands' LlamaCppModel streams from
+MAX_REPLY_BYTES = 32 * 1024 * 1024  # a chat completion's whole stream, as read
 
 
 def build(cfg: ModelConfig) -> Model:
@@ -52,11 +59,33 @@ def _finish_check(model_id: str | None) -> Any:
             streamed = False
         if not streamed:
             return
+        response.stream = _Capped(response.stream, model_id)
         await response.aread()
         if not any(_finished(line) for line in response.text.splitlines()):
             raise ProviderStreamCutShort("llamacpp", model_id)
 
     return check
+
+
+class _Capped(httpx.AsyncByteStream):
+    """A response's body that fails past MAX_REPLY_BYTES instead of growing on."""
+
+    def __init__(self, inner: Any, model_id: str | None) -> None:
+        self.inner = inner
+        self.model_id = model_id
+
+    async def __aiter__(self) -> Any:
+        read = 0
+        async for chunk in self.inner:
+            read += len(chunk)
+            if read > MAX_REPLY_BYTES:
+                raise ProviderStreamMalformed(
+                    "llamacpp", self.model_id,
+                    f"longer than {MAX_REPLY_BYTES // (1024 * 1024)} MiB, read whole")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _finished(line: str) -> bool:
