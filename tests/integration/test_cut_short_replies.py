@@ -131,10 +131,10 @@ async def test_a_llamacpp_reply_past_its_bound_is_no_reply(
         fake: WireFake, monkeypatch: pytest.MonkeyPatch) -> None:
     """Read whole (Strands' way with llama.cpp), a reply is bounded: a host that streams
     without end fails the call, naming the provider, instead of filling the worker."""
-    from strands_durable.worker.providers import llamacpp
+    from strands_durable.worker.providers import sdk
     from strands_durable.worker.providers.sdk import ProviderStreamMalformed
 
-    monkeypatch.setattr(llamacpp, "MAX_REPLY_BYTES", 200)  # the fake's reply is longer
+    monkeypatch.setattr(sdk, "MAX_REPLY_BYTES", 200)  # the fake's reply is longer
     model = build_model(_config("llamacpp", fake))
     with pytest.raises(ProviderStreamMalformed, match="llamacpp reply stream was malformed: "
                                                       "longer than"):

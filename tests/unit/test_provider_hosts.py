@@ -422,3 +422,49 @@ async def test_a_keyless_servers_guarded_requests_carry_no_credentials() -> None
     assert r.status_code == 200 and len(seen) == 1
     assert {"authorization", "x-api-key", "x-goog-api-key"}.isdisjoint(seen[0])
     assert seen[0]["accept"] == "application/json"
+
+
+async def test_a_bounded_transport_reads_no_more_than_its_bound_and_nothing_compressed(
+        ) -> None:
+    """A keyless server a spec names may be anyone's: its reply is read uncompressed and
+    up to the bound (worker/providers/sdk.py MAX_REPLY_BYTES), never grown past it."""
+    import gzip
+    from http.server import BaseHTTPRequestHandler
+
+    import httpx
+    from helpers import serve_http
+
+    from strands_durable.worker.tools.net_guard import (
+        BodyTooLarge,
+        Reach,
+        guarded_async_transport,
+    )
+
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.headers.get("Accept-Encoding", ""))
+            size = int(self.path.rsplit("/", 1)[1])
+            body = b"x" * size
+            self.send_response(200)
+            if self.path.startswith("/gz/"):
+                body = gzip.compress(body)
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serve_http(Handler) as port:
+        transport = guarded_async_transport(Reach(("127.0.0.1",), "X"), max_body_bytes=1000)
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/plain/1000")).content == \
+                b"x" * 1000
+            with pytest.raises(BodyTooLarge, match="longer than 1,000 bytes"):
+                await client.get(f"http://127.0.0.1:{port}/plain/1001")
+            with pytest.raises(BodyTooLarge, match="compressed"):
+                await client.get(f"http://127.0.0.1:{port}/gz/100000")  # 100 KB, inflated
+    assert asked == ["identity"] * 3

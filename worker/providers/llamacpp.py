@@ -3,8 +3,7 @@
 Strands reads llama.cpp's chat-completions stream (SSE, read whole) and reports one that
 ended without a `finish_reason` as a whole reply; here the client checks each such
 answer for one, and raises `ProviderStreamCutShort` where none came. Read whole, a reply
-is bounded (MAX_REPLY_BYTES): a spec may name any public llama.cpp host, and one that
-streams without end must not fill the worker's memory before the model timeout."""
+is bounded (MAX_REPLY_BYTES, as a spec-named host's is by its transport)."""
 
 from __future__ import annotations
 
@@ -15,15 +14,16 @@ import httpx
 from strands.models.model import Model
 
 from strands_durable.errors import ProviderStreamCutShort
+from strands_durable.worker.providers import sdk
 from strands_durable.worker.providers.config import ModelConfig, sampling
 from strands_durable.worker.providers.sdk import (
     ProviderStreamMalformed,
     guarded_transport,
     load_class,
 )
+from strands_durable.worker.tools.net_guard import CappedBody
 
 CHAT_PATH = "/v1/chat/completions"  # the one Strands' LlamaCppModel streams from
-MAX_REPLY_BYTES = 32 * 1024 * 1024  # a chat completion's whole stream, as read
 
 
 def build(cfg: ModelConfig) -> Model:
@@ -59,33 +59,16 @@ def _finish_check(model_id: str | None) -> Any:
             streamed = False
         if not streamed:
             return
-        response.stream = _Capped(response.stream, model_id)
+        limit = sdk.MAX_REPLY_BYTES
+        response.stream = CappedBody(cast(httpx.AsyncByteStream, response.stream), limit,
+                                     lambda: ProviderStreamMalformed(
+                                         "llamacpp", model_id,
+                                         f"longer than {limit:,} bytes, read whole"))
         await response.aread()
         if not any(_finished(line) for line in response.text.splitlines()):
             raise ProviderStreamCutShort("llamacpp", model_id)
 
     return check
-
-
-class _Capped(httpx.AsyncByteStream):
-    """A response's body that fails past MAX_REPLY_BYTES instead of growing on."""
-
-    def __init__(self, inner: Any, model_id: str | None) -> None:
-        self.inner = inner
-        self.model_id = model_id
-
-    async def __aiter__(self) -> Any:
-        read = 0
-        async for chunk in self.inner:
-            read += len(chunk)
-            if read > MAX_REPLY_BYTES:
-                raise ProviderStreamMalformed(
-                    "llamacpp", self.model_id,
-                    f"longer than {MAX_REPLY_BYTES // (1024 * 1024)} MiB, read whole")
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def _finished(line: str) -> bool:

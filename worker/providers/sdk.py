@@ -48,13 +48,19 @@ def load_class(cfg: ModelConfig, module_name: str, class_name: str, extra: str |
     return getattr(module, class_name)
 
 
+# A model's whole reply as read, at most: a keyless server a spec names may be anyone's,
+# and one that streams without end must not fill the worker before the model timeout.
+MAX_REPLY_BYTES = 32 * 1024 * 1024
+
+
 def guarded_transport(cfg: ModelConfig) -> httpx.AsyncHTTPTransport:
     """For a keyless server a spec names: public addresses only, checked and pinned
-    where each connection opens (redirects too), and no credential header; the provider's
-    DURABLE_<P>_HOSTS lists the private ones it may reach (and where a key may go), and a
-    listed host never gets here."""
+    where each connection opens (redirects too), no credential header, and a reply of at
+    most MAX_REPLY_BYTES, uncompressed; the provider's DURABLE_<P>_HOSTS lists the
+    private ones it may reach (and where a key may go), and a listed host never gets
+    here."""
     return guarded_async_transport(Reach((), host_setting(cfg.provider)),
-                                   strip_credentials=True)
+                                   strip_credentials=True, max_body_bytes=MAX_REPLY_BYTES)
 
 
 class Watched:

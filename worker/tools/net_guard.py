@@ -18,7 +18,7 @@ import ipaddress
 import socket
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,28 +228,72 @@ CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-
                       "x-goog-api-key")
 
 
+class BodyTooLarge(ValueError):
+    """A response body past the bound its client set (or compressed, where it asked for
+    none: a small body could inflate past any bound)."""
+
+
+class CappedBody(httpx.AsyncByteStream):
+    """A response's body that fails with `too_large()` past `max_bytes` instead of
+    growing on."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, max_bytes: int,
+                 too_large: Callable[[], Exception]) -> None:
+        self.inner = inner
+        self.max_bytes = max_bytes
+        self.too_large = too_large
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self.inner:
+            read += len(chunk)
+            if read > self.max_bytes:
+                raise self.too_large()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class _GuardedAsyncTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, policy: Policy, strip_credentials: bool) -> None:
+    def __init__(self, policy: Policy, strip_credentials: bool,
+                 max_body_bytes: int | None) -> None:
         super().__init__(trust_env=False)  # no proxy that would bypass the check
         self._pool = httpcore.AsyncConnectionPool(ssl_context=httpx.create_ssl_context(),
                                                   network_backend=_GuardedAsyncBackend(policy))
         self._strip = strip_credentials
+        self._max_body = max_body_bytes
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._strip:
             for name in CREDENTIAL_HEADERS:
                 request.headers.pop(name, None)
-        return await super().handle_async_request(request)
+        if self._max_body is None:
+            return await super().handle_async_request(request)
+        request.headers["accept-encoding"] = "identity"
+        response = await super().handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            await response.aclose()
+            raise BodyTooLarge(f"the response is compressed ({encoding[:20]!r}) though "
+                               "none was asked for")
+        limit = self._max_body
+        body = response.stream
+        assert isinstance(body, httpx.AsyncByteStream)  # an async transport's
+        response.stream = CappedBody(body, limit, lambda: BodyTooLarge(
+            f"the response is longer than {limit:,} bytes"))
+        return response
 
 
-def guarded_async_transport(policy: Policy, *, strip_credentials: bool = False
-                            ) -> httpx.AsyncHTTPTransport:
+def guarded_async_transport(policy: Policy, *, strip_credentials: bool = False,
+                            max_body_bytes: int | None = None) -> httpx.AsyncHTTPTransport:
     """An httpx async transport whose every connection (redirect hops and re-used
     connections included) goes only to addresses the policy allows, checked where the
     socket is opened; ToolRefused otherwise. `strip_credentials`: requests lose every
     credential header first (a keyless server's SDK may still add one: ollama sends
-    OLLAMA_API_KEY to any host it is given)."""
-    return _GuardedAsyncTransport(policy, strip_credentials)
+    OLLAMA_API_KEY to any host it is given). `max_body_bytes`: each response's body is
+    read uncompressed and fails (BodyTooLarge) past it."""
+    return _GuardedAsyncTransport(policy, strip_credentials, max_body_bytes)
 
 
 def _decoder(encoding: str) -> Callable[[bytes, int], bytes]:
