@@ -20,12 +20,10 @@ timeout)."""
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import email.utils
 import importlib.util
 import json
-import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,6 +33,7 @@ from typing import Any
 
 import pytest
 from helpers import serve_http, wait_for
+from wire_fakes import aws_event
 
 from strands_durable.models import SessionStatus
 from strands_durable.provider_policy import CapacityPolicy
@@ -341,19 +340,6 @@ def _bedrock(body: dict[str, Any], *, usage: bool, garbage: bool, bad_json: bool
                       "totalTokens": PROMPT_TOKENS + COMPLETION_TOKENS},
             "metrics": {"latencyMs": 1}}))
     return out
-
-
-def aws_event(event_type: str, payload: dict[str, Any]) -> bytes:
-    headers = b""
-    for name, value in ((":event-type", event_type), (":content-type", "application/json"),
-                        (":message-type", "event")):
-        key, text = name.encode(), value.encode()
-        headers += bytes([len(key)]) + key + bytes([7]) + struct.pack(">H", len(text)) + text
-    data = json.dumps(payload).encode()
-    prelude = struct.pack(">II", 12 + len(headers) + len(data) + 4, len(headers))
-    prelude += struct.pack(">I", binascii.crc32(prelude))
-    message = prelude + headers + data
-    return message + struct.pack(">I", binascii.crc32(message))
 
 
 # -- fixtures and helpers -------------------------------------------------------------
