@@ -17,7 +17,12 @@ from typing import Any, cast
 from strands.models.model import Model
 
 from strands_durable.worker.providers.config import ModelConfig, sampling
-from strands_durable.worker.providers.sdk import load_class, malformed, require_model_id
+from strands_durable.worker.providers.sdk import (
+    Delegate,
+    load_class,
+    malformed,
+    require_model_id,
+)
 from strands_durable.worker.providers.told import hear
 
 __all__ = ["ANTHROPIC_DEFAULT_MAX_TOKENS", "build"]
@@ -65,19 +70,7 @@ def _usage_tolerant(base: type[Any]) -> type[Any]:
     return UsageTolerantAnthropicModel
 
 
-class _Delegate:
-    """`target` as it is, but for the attributes a subclass defines."""
-
-    def __init__(self, target: Any) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or "_target" not in self.__dict__:
-            raise AttributeError(name)
-        return getattr(self._target, name)
-
-
-class _Client(_Delegate):
+class _Client(Delegate):
     """An `AsyncAnthropic` whose `messages.stream` fills in a reply's missing usage."""
 
     def __init__(self, client: Any, model_id: str | None) -> None:
@@ -85,7 +78,7 @@ class _Client(_Delegate):
         self.messages = _Messages(client.messages, model_id)
 
 
-class _Messages(_Delegate):
+class _Messages(Delegate):
     def __init__(self, messages: Any, model_id: str | None) -> None:
         super().__init__(messages)
         self._model_id = model_id
@@ -130,7 +123,7 @@ class _Seen:
     input_named: bool = False
 
 
-class _UsageFilled(_Delegate):
+class _UsageFilled(Delegate):
     """The SDK's raw stream of events (its response, close and tracing are its own), each
     `message_start` and `message_delta` with a usage the accumulator can read; a `data:`
     line that is not JSON is an error that names the provider."""

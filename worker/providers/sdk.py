@@ -23,8 +23,8 @@ from strands_durable.provider_policy import host_setting
 from strands_durable.worker.providers.config import ModelConfig
 from strands_durable.worker.tools.net_guard import Reach, guarded_async_transport
 
-__all__ = ["ProviderStreamMalformed", "StopWatched", "Watched", "guarded_transport",
-           "load_class", "malformed", "require_model_id"]
+__all__ = ["Delegate", "ProviderStreamMalformed", "StopWatched", "Watched",
+           "guarded_transport", "load_class", "malformed", "require_model_id"]
 
 
 def require_model_id(cfg: ModelConfig) -> None:
@@ -63,20 +63,30 @@ def guarded_transport(cfg: ModelConfig) -> httpx.AsyncHTTPTransport:
                                    strip_credentials=True, max_body_bytes=MAX_REPLY_BYTES)
 
 
-class Watched:
+class Delegate:
+    """`target` as it is, but for the attributes a subclass defines."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_target" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._target, name)
+
+
+class Watched(Delegate):
     """`target` as it is, but for the coroutine method at `path` (attribute names from
     `target`), whose result goes through `wrap(result, the call's keyword arguments)`."""
 
     def __init__(self, target: Any, path: tuple[str, ...],
                  wrap: Callable[[Any, dict[str, Any]], Any]) -> None:
-        self._target = target
+        super().__init__(target)
         self._path = path
         self._wrap = wrap
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or "_target" not in self.__dict__:
-            raise AttributeError(name)
-        value = getattr(self._target, name)
+        value = super().__getattr__(name)
         if name != self._path[0]:
             return value
         if len(self._path) > 1:
