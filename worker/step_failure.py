@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from strands_durable.errors import DurableError, SpecError, StepFailed, TemplateError
 from strands_durable.spec.model import Spec
+from strands_durable.worker.execute import model_config
 from strands_durable.worker.providers.credentials import CREDENTIAL_VARIABLES
 from strands_durable.worker.providers.transient import permanent_cause
 
@@ -28,12 +30,12 @@ _MORE_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_I
 _MIN_SECRET_CHARS = 8
 
 
+@dataclass(frozen=True)
 class StepProblem:
     """A failed step's problem as shown, and whether a retry could help."""
 
-    def __init__(self, text: str, retryable: bool) -> None:
-        self.text = text
-        self.retryable = retryable
+    text: str
+    retryable: bool
 
 
 def step_problem(exc: BaseException, spec: Spec, agent: str,
@@ -68,10 +70,11 @@ def _described(exc: BaseException) -> str:
 
 
 def _model_of(spec: Spec, agent: str) -> str:
-    runtime = spec.runtime
-    own = spec.agents.get(agent)
-    provider = (own.provider if own else None) or runtime.provider
-    model = (own.model_id if own else None) or runtime.model_id
+    if agent in spec.agents:
+        config = model_config(spec, agent)  # as the step built its model
+        provider, model = config.provider, config.model_id
+    else:  # an unknown agent fails before any model call; the runtime's, as a fallback
+        provider, model = spec.runtime.provider, spec.runtime.model_id
     return f"{provider} model {model}" if model else f"{provider} (its default model)"
 
 
