@@ -40,8 +40,7 @@ def frame(data: Any, event: str | None = None, event_id: str | None = None) -> b
 
 
 def _one_line(value: str) -> str:
-    return value.replace("\r", "").replace("\n", "") if "\n" in value or "\r" in value \
-        else value
+    return value.replace("\r", "").replace("\n", "")
 
 
 KEEP_ALIVE = b": keep-alive\n\n"

@@ -85,6 +85,13 @@ def parse_base_url(url: str) -> Origin | str:
 HOST_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "litellm", "ollama", "llamacpp")
 
 
+def _refused_base_url(url: str, problem: str, form: str) -> str:
+    """Why a setting's base URL is refused: the URL shown without what a query or
+    fragment could hold (a token), the problem, and the form expected."""
+    bare = url.split("?", 1)[0].split("#", 1)[0]
+    return f"{shown(bare)!r}: {problem}; expected http(s)://host[:port][/path], {form}"
+
+
 @lru_cache(maxsize=256)
 def same_base_url(a: str, b: str) -> bool:
     """Whether two base URLs name one endpoint: the same text, or the same origin and
@@ -132,9 +139,8 @@ class CapacityLimit(BaseModel):
         if value is not None:
             problem = parse_base_url(value)
             if isinstance(problem, str):
-                raise ValueError(f"{shown(value.split('?', 1)[0].split('#', 1)[0])!r}: "
-                                 f"{problem}; expected http(s)://host[:port][/path], as "
-                                 "a spec's runtime.host names it")
+                raise ValueError(_refused_base_url(value, problem,
+                                                  "as a spec's runtime.host names it"))
         return value
 
 
@@ -224,10 +230,7 @@ class ProviderPolicy(BaseSettings):
         for entry in _names(value):
             problem = parse_base_url(entry)
             if isinstance(problem, str):  # one rule for listed and spec URLs
-                # Shown without what a query or fragment could hold (a token).
-                bare = entry.split("?", 1)[0].split("#", 1)[0]
-                raise ValueError(f"{shown(bare)!r}: {problem}; expected "
-                                 "http(s)://host[:port][/path], comma-separated")
+                raise ValueError(_refused_base_url(entry, problem, "comma-separated"))
         return value
 
     def hosts(self, provider: str) -> tuple[str, ...]:
